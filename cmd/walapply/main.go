@@ -1,0 +1,105 @@
+// Command walapply is a PostgreSQL logical-replication subscriber: it reads a
+// source's changes from a pgoutput slot and replays them onto a target.
+//
+//	walapply run     keep a target an exact replica of a source's publications
+//	walapply decode  print the decoded replication stream as JSON lines
+//	walapply demo    replicate between two throwaway local clusters
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand. Each registers itself from its own file.
+type command struct {
+	summary string
+	// run parses args (without the command name) and runs. It returns the
+	// process exit code's cause: nil for success.
+	run func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{}
+
+func register(name string, c command) { commands[name] = c }
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: walapply <command> [flags]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(os.Stderr, "\nrun 'walapply <command> -h' for the flags of a command; every flag can also be\nset with an environment variable WALAPPLY_<FLAG> (dashes as underscores).\n")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "walapply: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	// SIGINT/SIGTERM cancel the context: every command stops at a clean point.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := c.run(ctx, os.Args[2:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "walapply %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+// newFlagSet returns a FlagSet for a command whose flags all have an
+// environment fallback: flag "spill-dir" reads WALAPPLY_SPILL_DIR.
+func newFlagSet(name string) *flag.FlagSet {
+	return flag.NewFlagSet("walapply "+name, flag.ContinueOnError)
+}
+
+// parseWithEnv parses args after applying environment defaults to every
+// flag that the command line does not set.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := envName(f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("environment variable %s: %w", env, e)
+			}
+		}
+	})
+	return err
+}
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return "WALAPPLY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
