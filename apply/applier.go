@@ -1,0 +1,406 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/protocol"
+)
+
+// ErrNotSupported is returned for stream features this build does not apply.
+var ErrNotSupported = errors.New("apply: not supported")
+
+// Stats counts what the applier did. Fields are updated atomically so that
+// metrics and progress callbacks may read them from other goroutines.
+type Stats struct {
+	TxnsApplied atomic.Int64
+	TxnsSkipped atomic.Int64 // already applied before a restart
+	Inserts     atomic.Int64
+	Updates     atomic.Int64
+	Deletes     atomic.Int64
+	Truncates   atomic.Int64
+	MissingRows atomic.Int64 // UPDATE/DELETE that found no row (logged and skipped)
+}
+
+// openTxn is the source transaction being applied.
+type openTxn struct {
+	xid        uint32
+	finalLSN   protocol.LSN
+	commitTime protocol.Timestamp
+	skip       bool   // already applied: its end LSN is at or below the origin's progress
+	origin     string // from an Origin message, if any
+}
+
+// Applier turns decoded messages into SQL on the target. It is fed one
+// message at a time by the run loop; see the package doc for the design.
+type Applier struct {
+	log     zerolog.Logger
+	machine *TxnMachine
+	rels    *RelationCache
+	sess    *targetSession
+	txn     openTxn
+
+	// applied is the end LSN of the last source transaction whose target
+	// commit was issued: the origin's progress once that commit is flushed.
+	applied     protocol.LSN
+	appliedTime protocol.Timestamp
+	lastWasSkip bool
+	Stats       Stats
+
+	// reusable per-change buffers: no allocation per row once warm
+	params   [][]byte
+	formats  []int16
+	matchIdx []int
+	shape    []byte
+}
+
+// newApplier returns an applier writing through sess, which must already be
+// set up; applied is the origin's progress on the target.
+func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *Applier {
+	a := &Applier{log: log, machine: NewTxnMachine(), rels: NewRelationCache(binary), sess: sess, applied: applied}
+	sess.missing = a.rowMissing
+	return a
+}
+
+// Applied returns the end LSN of the last applied source transaction and
+// whether the last transaction to end was skipped as already applied.
+func (a *Applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applied, a.appliedTime }
+
+// InTransaction reports whether a source transaction is being applied.
+func (a *Applier) InTransaction() bool { return a.machine.InTransaction() }
+
+// Handle applies one message. The returned Event tells the caller what the
+// message was (the run loop tracks transaction boundaries for feedback).
+// After an error the applier must be discarded: the target transaction has
+// been rolled back and the source must resend from the origin's progress.
+func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, error) {
+	ev, err := a.machine.Step(msg)
+	if err != nil {
+		return ev, err
+	}
+	switch ev {
+	case EvNone, EvMessage:
+	case EvRelation:
+		rel := *msg.(*protocol.Relation)
+		a.rels.PutRelation(&rel)
+	case EvType:
+		a.rels.PutType(msg.(*protocol.TypeMessage))
+	case EvOrigin:
+		a.txn.origin = msg.(*protocol.Origin).Name
+	case EvBegin:
+		b := msg.(*protocol.Begin)
+		// A transaction whose commit record starts before the end of the
+		// last applied one was applied already (DESIGN.md invariant 1).
+		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
+		if !a.txn.skip {
+			a.sess.queueSQL(opBegin, nil, "BEGIN")
+		}
+	case EvChange:
+		if a.txn.skip {
+			return ev, nil
+		}
+		if err := a.change(ctx, msg); err != nil {
+			return ev, a.fail(ctx, err)
+		}
+		if a.sess.full() {
+			if failed, err := a.sess.flush(ctx); err != nil {
+				return ev, a.failStmt(ctx, failed, err)
+			}
+		}
+	case EvCommit:
+		c := msg.(*protocol.Commit)
+		if a.txn.skip {
+			a.lastWasSkip = true
+			a.Stats.TxnsSkipped.Add(1)
+			return ev, nil
+		}
+		a.queueOriginAdvance(c.EndLSN, c.CommitTime)
+		a.sess.queueSQL(opCommit, nil, "COMMIT")
+		if failed, err := a.sess.flush(ctx); err != nil {
+			return ev, a.failStmt(ctx, failed, err)
+		}
+		a.applied, a.appliedTime, a.lastWasSkip = c.EndLSN, c.CommitTime, false
+		a.Stats.TxnsApplied.Add(1)
+	default:
+		return ev, fmt.Errorf("%w: %s messages (streamed or two-phase transactions) are not applied by this version", ErrNotSupported, msg.Type())
+	}
+	return ev, nil
+}
+
+// queueOriginAdvance records the source position inside the target
+// transaction, so the commit and the progress are one atomic fact.
+func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
+	a.params = append(a.params[:0], []byte(end.String()), []byte(at.Time().Format("2006-01-02 15:04:05.999999Z07:00")))
+	a.formats = append(a.formats[:0], 0, 0)
+	a.sess.queueStmt(opOrigin, nil, a.sess.xactSetup, a.params, a.formats, 0, 0)
+}
+
+// Abandon rolls back a transaction in progress (on shutdown): nothing of it
+// was committed, and the source resends it.
+func (a *Applier) Abandon(ctx context.Context) error {
+	if !a.machine.InTransaction() || a.txn.skip {
+		return nil
+	}
+	a.machine.Reset()
+	return a.sess.rollback(ctx)
+}
+
+func (a *Applier) fail(ctx context.Context, err error) error {
+	var te *TxnError
+	if !errors.As(err, &te) {
+		err = &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+	}
+	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
+		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
+	}
+	return err
+}
+
+func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+	if q != nil {
+		te.Op = q.op.String()
+		if q.rel != nil {
+			te.Relation = q.rel.String()
+		}
+	}
+	return a.fail(ctx, te)
+}
+
+// rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's
+// subscriber, it is skipped (update_missing / delete_missing).
+func (a *Applier) rowMissing(q *queuedStmt, key string) {
+	a.Stats.MissingRows.Add(1)
+	kind := "update_missing"
+	if q.op == opDelete {
+		kind = "delete_missing"
+	}
+	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.String()).Str("key", key).
+		Uint32("xid", a.txn.xid).Stringer("commit_lsn", a.txn.finalLSN).
+		Msg("row to change not found on the target; skipped")
+}
+
+// change queues one DML message.
+func (a *Applier) change(ctx context.Context, msg protocol.Message) error {
+	switch m := msg.(type) {
+	case *protocol.Insert:
+		return a.insert(ctx, m)
+	case *protocol.Update:
+		return a.update(ctx, m)
+	case *protocol.Delete:
+		return a.delete(ctx, m)
+	case *protocol.Truncate:
+		return a.truncate(ctx, m)
+	}
+	return orderError("unexpected change message %s", msg.Type())
+}
+
+func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEntry, error) {
+	e, err := a.rels.get(ctx, a.sess.conn, relid)
+	if err != nil {
+		rel := ""
+		if e := a.rels.rels[relid]; e != nil {
+			rel = e.String()
+		}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op, Err: err}
+	}
+	return e, nil
+}
+
+func checkWidth(e *relEntry, t *protocol.TupleData, what string) error {
+	if len(t.Columns) != len(e.rel.Columns) {
+		return orderError("%s tuple for %s has %d columns, its Relation message %d", what, e, len(t.Columns), len(e.rel.Columns))
+	}
+	return nil
+}
+
+// addParam appends one column value as a statement parameter.
+func (a *Applier) addParam(c *protocol.TupleColumn) {
+	switch c.Kind {
+	case protocol.ColumnText:
+		a.params = append(a.params, c.Data)
+		a.formats = append(a.formats, 0)
+	case protocol.ColumnBinary:
+		a.params = append(a.params, c.Data)
+		a.formats = append(a.formats, 1)
+	default: // NULL, or an unchanged TOAST value in an INSERT (treated as NULL, as PostgreSQL does)
+		a.params = append(a.params, nil)
+		a.formats = append(a.formats, 0)
+	}
+}
+
+func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
+	e, err := a.relation(ctx, m.RelationID, "INSERT")
+	if err != nil {
+		return err
+	}
+	if err := checkWidth(e, &m.New, "Insert"); err != nil {
+		return err
+	}
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	for i := range e.rel.Columns {
+		if e.tcol[i] >= 0 {
+			a.addParam(&m.New.Columns[i])
+		}
+	}
+	sd, err := a.statement(ctx, e, 'I', nil, nil)
+	if err != nil {
+		return err
+	}
+	a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+	a.Stats.Inserts.Add(1)
+	return nil
+}
+
+// locator returns the tuple that locates the row of an UPDATE or DELETE:
+// the old key ('K') or old row ('O') when sent, else the new tuple (the key
+// did not change). It also says whether the identity is FULL.
+func (a *Applier) locator(e *relEntry, op string, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
+	full := e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull
+	if !full && len(e.key) == 0 {
+		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op,
+			Err: &SchemaError{Relation: e.String(), Problem: "the source relation has no replica identity, so its rows cannot be located",
+				Hint: "give the source table a primary key or REPLICA IDENTITY FULL"}}
+	}
+	src := new
+	if oldKind != 0 {
+		src = old
+	}
+	if err := checkWidth(e, src, "old"); err != nil {
+		return nil, false, err
+	}
+	return src, full, nil
+}
+
+func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
+	e, err := a.relation(ctx, m.RelationID, "UPDATE")
+	if err != nil {
+		return err
+	}
+	if err := checkWidth(e, &m.New, "new"); err != nil {
+		return err
+	}
+	src, full, err := a.locator(e, "UPDATE", m.OldKind, &m.Old, &m.New)
+	if err != nil {
+		return err
+	}
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	for i := range e.rel.Columns {
+		if e.tcol[i] >= 0 && m.New.Columns[i].Kind != protocol.ColumnUnchanged {
+			a.addParam(&m.New.Columns[i])
+		}
+	}
+	keyStart := len(a.sess.keys)
+	match := a.matchColumns(e, src, full)
+	sd, err := a.statement(ctx, e, 'U', &m.New, match, full)
+	if err != nil {
+		return err
+	}
+	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.Stats.Updates.Add(1)
+	return nil
+}
+
+func (a *Applier) delete(ctx context.Context, m *protocol.Delete) error {
+	e, err := a.relation(ctx, m.RelationID, "DELETE")
+	if err != nil {
+		return err
+	}
+	src, full, err := a.locator(e, "DELETE", m.OldKind, &m.Old, &m.Old)
+	if err != nil {
+		return err
+	}
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	keyStart := len(a.sess.keys)
+	match := a.matchColumns(e, src, full)
+	sd, err := a.statement(ctx, e, 'D', nil, match, full)
+	if err != nil {
+		return err
+	}
+	a.sess.queueStmt(opDelete, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.Stats.Deletes.Add(1)
+	return nil
+}
+
+// matchColumns appends the locating values to the parameters, renders the
+// key for messages, and returns which source columns locate the row.
+func (a *Applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) []int {
+	use := a.matchIdx[:0]
+	if full {
+		for i := range e.rel.Columns {
+			if e.tcol[i] >= 0 && src.Columns[i].Kind != protocol.ColumnUnchanged {
+				use = append(use, i)
+			}
+		}
+	} else {
+		use = append(use, e.key...)
+	}
+	keys := a.sess.keys
+	for n, i := range use {
+		c := &src.Columns[i]
+		a.addParam(c)
+		if n > 0 {
+			keys = append(keys, ", "...)
+		}
+		keys = append(keys, e.rel.Columns[i].Name...)
+		keys = append(keys, '=')
+		keys = appendValue(keys, c)
+	}
+	a.sess.keys = keys
+	a.matchIdx = use
+	return use
+}
+
+// appendValue renders a value for a log message, shortened.
+func appendValue(dst []byte, c *protocol.TupleColumn) []byte {
+	const max = 64
+	switch c.Kind {
+	case protocol.ColumnNull:
+		return append(dst, "NULL"...)
+	case protocol.ColumnUnchanged:
+		return append(dst, "(unchanged)"...)
+	case protocol.ColumnBinary:
+		dst = append(dst, "\\x"...)
+		const hexdigits = "0123456789abcdef"
+		for i, b := range c.Data {
+			if i == max/2 {
+				return append(dst, "..."...)
+			}
+			dst = append(dst, hexdigits[b>>4], hexdigits[b&15])
+		}
+		return dst
+	}
+	if len(c.Data) > max {
+		dst = append(dst, c.Data[:max]...)
+		return append(dst, "..."...)
+	}
+	return append(dst, c.Data...)
+}
+
+func (a *Applier) truncate(ctx context.Context, m *protocol.Truncate) error {
+	tables := make([]string, 0, len(m.RelationIDs))
+	only := make([]bool, 0, len(m.RelationIDs))
+	var first *relEntry
+	for _, id := range m.RelationIDs {
+		e, err := a.relation(ctx, id, "TRUNCATE")
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = e
+		}
+		tables = append(tables, e.target.Quoted)
+		only = append(only, !e.target.Partition)
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	sql := buildTruncate(tables, only, m.Options&protocol.TruncateCascade != 0, m.Options&protocol.TruncateRestartIdentity != 0)
+	a.sess.queueSQL(opTruncate, first, sql)
+	a.Stats.Truncates.Add(1)
+	return nil
+}

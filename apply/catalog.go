@@ -1,0 +1,211 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// targetColumn is a column of a target table as the target's catalog has it.
+type targetColumn struct {
+	Name      string
+	TypeOID   uint32
+	TypeName  string // format_type, for messages
+	Generated bool   // GENERATED ALWAYS: never written
+	HasEq     bool   // the type has an equality operator (see typesWithEquality)
+}
+
+// targetTable is a target table as the target's catalog has it.
+type targetTable struct {
+	OID       uint32
+	Schema    string
+	Name      string
+	Quoted    string // schema-qualified, quoted
+	Partition bool   // relkind 'p': a partitioned table
+	Columns   []targetColumn
+	byName    map[string]int
+}
+
+func (t *targetTable) column(name string) (int, bool) {
+	i, ok := t.byName[name]
+	return i, ok
+}
+
+// querier is the part of *pgx.Conn the catalog lookups need.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+const targetTableSQL = `
+SELECT c.oid, c.relkind, a.attname, a.atttypid, a.attgenerated <> '',
+       pg_catalog.format_type(a.atttypid, a.atttypmod)
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute a
+       ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
+ORDER BY a.attnum`
+
+// lookupTargetTable reads a table's columns from the target's catalog. It
+// returns found=false when no such table exists.
+func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*targetTable, bool, error) {
+	rows, err := q.Query(ctx, targetTableSQL, schema, name)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", quoteQualified(schema, name), err)
+	}
+	defer rows.Close()
+	t := &targetTable{Schema: schema, Name: name, Quoted: quoteQualified(schema, name), byName: map[string]int{}}
+	found := false
+	for rows.Next() {
+		var (
+			relkind   byte
+			attname   *string
+			atttypid  *uint32
+			generated *bool
+			typeName  *string
+		)
+		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName); err != nil {
+			return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
+		}
+		found = true
+		t.Partition = relkind == 'p'
+		if attname == nil {
+			continue // a table without columns
+		}
+		t.byName[*attname] = len(t.Columns)
+		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, Generated: *generated})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
+	}
+	if !found {
+		return nil, false, nil
+	}
+	oids := make([]uint32, 0, len(t.Columns))
+	for _, c := range t.Columns {
+		oids = append(oids, c.TypeOID)
+	}
+	eq, err := typesWithEquality(ctx, q, oids)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the target's operators for table %s: %w", t.Quoted, err)
+	}
+	for i := range t.Columns {
+		t.Columns[i].HasEq = eq[t.Columns[i].TypeOID]
+	}
+	return t, true, nil
+}
+
+// typeNodeSQL walks every type the given ones are built from (domain base
+// types, array elements, range subtypes, multirange ranges, composite
+// attributes) and returns what decides whether each has an equality
+// operator: a default btree or hash operator class of its own.
+const typeNodeSQL = `
+WITH RECURSIVE t(oid) AS (
+    SELECT unnest($1::oid[])
+  UNION
+    SELECT x.child
+    FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid
+    CROSS JOIN LATERAL (
+        SELECT ty.typbasetype WHERE ty.typtype = 'd'
+      UNION ALL
+        SELECT ty.typelem WHERE ty.typcategory = 'A' AND ty.typelem <> 0
+      UNION ALL
+        SELECT r.rngsubtype FROM pg_catalog.pg_range r WHERE r.rngtypid = ty.oid
+      UNION ALL
+        SELECT r.rngtypid FROM pg_catalog.pg_range r WHERE r.rngmultitypid = ty.oid
+      UNION ALL
+        SELECT a.atttypid FROM pg_catalog.pg_attribute a
+        WHERE ty.typtype = 'c' AND a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+    ) x(child)
+)
+SELECT ty.oid, ty.typtype, ty.typcategory, ty.typbasetype, ty.typelem,
+       COALESCE((SELECT r.rngsubtype FROM pg_catalog.pg_range r WHERE r.rngtypid = ty.oid), 0),
+       COALESCE((SELECT r.rngtypid FROM pg_catalog.pg_range r WHERE r.rngmultitypid = ty.oid), 0),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_opclass oc JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod
+               WHERE oc.opcdefault AND am.amname IN ('btree', 'hash') AND oc.opcintype = ty.oid),
+       ARRAY(SELECT a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE ty.typtype = 'c' AND a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped)::oid[]
+FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid`
+
+// typeNode is one row of typeNodeSQL.
+type typeNode struct {
+	typtype, category byte
+	base, elem        uint32
+	rangeSub, mrRange uint32
+	ownOpclass        bool
+	attrs             []uint32
+}
+
+// typesWithEquality tells, for each type, whether "=" works on it the way
+// PostgreSQL's type cache would find it. REPLICA IDENTITY FULL compares
+// every column; the types that lack equality (json, point, xml, arrays of
+// them, ...) are compared through their text form instead.
+func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint32]bool, error) {
+	rows, err := q.Query(ctx, typeNodeSQL, oids)
+	if err != nil {
+		return nil, err
+	}
+	nodes := map[uint32]*typeNode{}
+	for rows.Next() {
+		var oid uint32
+		n := &typeNode{}
+		if err := rows.Scan(&oid, &n.typtype, &n.category, &n.base, &n.elem, &n.rangeSub, &n.mrRange, &n.ownOpclass, &n.attrs); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		nodes[oid] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return resolveEquality(nodes, oids), nil
+}
+
+// resolveEquality is the pure part of typesWithEquality.
+func resolveEquality(nodes map[uint32]*typeNode, oids []uint32) map[uint32]bool {
+	memo := map[uint32]bool{}
+	visiting := map[uint32]bool{}
+	var has func(oid uint32) bool
+	has = func(oid uint32) bool {
+		if v, ok := memo[oid]; ok {
+			return v
+		}
+		n := nodes[oid]
+		if n == nil || visiting[oid] {
+			return false
+		}
+		visiting[oid] = true
+		var v bool
+		switch {
+		case n.typtype == 'e':
+			v = true // enums compare through anyenum's operators
+		case n.typtype == 'd':
+			v = has(n.base)
+		case n.ownOpclass:
+			v = true
+		case n.category == 'A' && n.elem != 0:
+			v = has(n.elem)
+		case n.typtype == 'r':
+			v = has(n.rangeSub)
+		case n.typtype == 'm':
+			v = has(n.mrRange)
+		case n.typtype == 'c':
+			v = true
+			for _, a := range n.attrs {
+				if !has(a) {
+					v = false
+					break
+				}
+			}
+		}
+		visiting[oid] = false
+		memo[oid] = v
+		return v
+	}
+	out := make(map[uint32]bool, len(oids))
+	for _, o := range oids {
+		out[o] = has(o)
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/protocol"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("apply: invalid configuration")
+
+// Config says what to replicate from where to where.
+type Config struct {
+	// Source and Target are ordinary connection strings (URL or key=value);
+	// walapply adds the replication parameter for the source itself.
+	Source string
+	Target string
+	// Slot is the source's pgoutput replication slot; CreateSlot creates it
+	// when it does not exist.
+	Slot       string
+	CreateSlot bool
+	// Publications to replicate.
+	Publications []string
+	// Name names this applier (default: the slot name) and, from it, the
+	// target's replication origin.
+	Name string
+	// Streaming is "off", "on" or "parallel"; TwoPhase asks for two-phase
+	// decoding. This version applies neither yet and refuses to start when
+	// asked (streamed and prepared transactions would otherwise be lost).
+	Streaming string
+	TwoPhase  bool
+	// Binary asks for binary-format values where the source can send them.
+	Binary bool
+	// SpillDir is where streamed transactions are spilled.
+	SpillDir string
+	// AllowTimelineChange accepts a source whose timeline differs from the
+	// one recorded for this applier (after a failover to a promoted standby
+	// of the same cluster).
+	AllowTimelineChange bool
+
+	// FeedbackInterval is how often positions are confirmed to the source
+	// (default 1s). ProgressInterval is how often a progress line is logged
+	// (default 10s; negative: never).
+	FeedbackInterval time.Duration
+	ProgressInterval time.Duration
+
+	// Logger receives the log; the zero value logs nothing.
+	Logger zerolog.Logger
+	// OnProgress, if set, is called from the run loop after every feedback
+	// round with the current positions. It must not block.
+	OnProgress func(Progress)
+}
+
+// Progress is a snapshot of where the applier is.
+type Progress struct {
+	Received      protocol.LSN // the furthest source position received
+	Applied       protocol.LSN // end LSN of the last applied source transaction
+	Flushed       protocol.LSN // confirmed to the source as durable on the target
+	LastCommitAt  time.Time    // source commit time of the last applied transaction
+	Connected     bool
+	InTransaction bool
+	TxnsApplied   int64
+	Rows          int64
+}
+
+var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	if cfg.Source == "" {
+		return cfg, fmt.Errorf("%w: no source connection string (--source or WALAPPLY_SOURCE)", ErrConfig)
+	}
+	if cfg.Target == "" {
+		return cfg, fmt.Errorf("%w: no target connection string (--target or WALAPPLY_TARGET)", ErrConfig)
+	}
+	if !slotNameRE.MatchString(cfg.Slot) {
+		return cfg, fmt.Errorf("%w: slot name %q: PostgreSQL slot names are 1 to 63 characters of a-z, 0-9 and _", ErrConfig, cfg.Slot)
+	}
+	if len(cfg.Publications) == 0 {
+		return cfg, fmt.Errorf("%w: no publication (--publication or WALAPPLY_PUBLICATION)", ErrConfig)
+	}
+	for _, p := range cfg.Publications {
+		if p == "" {
+			return cfg, fmt.Errorf("%w: empty publication name", ErrConfig)
+		}
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Slot
+	}
+	switch cfg.Streaming {
+	case "", "off":
+		cfg.Streaming = "off"
+	case "on", "parallel":
+		return cfg, fmt.Errorf("%w: --streaming %s: applying streamed transactions is not yet supported by this version; use --streaming off (the source then sends large transactions whole at commit)", ErrNotSupported, cfg.Streaming)
+	default:
+		return cfg, fmt.Errorf("%w: --streaming %q: want off, on or parallel", ErrConfig, cfg.Streaming)
+	}
+	if cfg.TwoPhase {
+		return cfg, fmt.Errorf("%w: --two-phase: applying prepared transactions is not yet supported by this version; run without it (prepared transactions then arrive at COMMIT PREPARED)", ErrNotSupported)
+	}
+	if cfg.FeedbackInterval <= 0 {
+		cfg.FeedbackInterval = time.Second
+	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = 10 * time.Second
+	}
+	return cfg, nil
+}

@@ -1,0 +1,64 @@
+// Package apply replays a source's logical replication stream onto a target
+// database: the heart of walapply.
+//
+// # Design
+//
+// What it guarantees is what PostgreSQL's own apply worker (worker.c)
+// guarantees: every source transaction is applied exactly once, atomically,
+// in the source's commit order, and a crash of the applier, the target or the
+// source loses nothing. How it gets there differs, because walapply is a
+// client of the target, not a process inside it.
+//
+// Exactly once. The source sends a transaction only after it commits (or, for
+// streamed and two-phase transactions, when it ends or prepares), as Begin,
+// changes, Commit. walapply turns it into one target transaction and, inside
+// that same transaction, records the source commit's end LSN in a replication
+// origin on the target (pg_replication_origin_xact_setup). The commit and the
+// progress are therefore one atomic fact: after any crash the origin's
+// progress names exactly the last source transaction that is on the target.
+// On start, streaming resumes from there; a transaction whose commit record
+// starts before that position is recognised and skipped if the source sends
+// it again. There is no local state file to get out of step with the target.
+//
+// Nothing confirmed before it is durable. The target commits asynchronously
+// (synchronous_commit = off: a commit costs no disk wait), so a committed
+// transaction may still be lost if the target crashes. The position confirmed
+// to the source must never pass such a transaction, or the source would
+// recycle WAL that is still needed. pg_replication_origin_progress(origin,
+// true) flushes the target's WAL up to the origin's latest commit and returns
+// that commit's source position, which is then safe to confirm. The run loop
+// asks for it once per feedback interval on a separate control connection;
+// state.FlushTracker combines it with what has been received to decide the
+// write, flush and apply positions sent to the source.
+//
+// One statement per change, few round trips. The changes of a transaction
+// are prepared statements (one per relation and shape: an UPDATE that leaves
+// unchanged TOAST columns out of its SET list has a different shape) queued
+// into a batch that goes to the target in one round trip at commit, or
+// earlier when it reaches a size bound, so memory stays bounded however large
+// the transaction. Values travel as the source sent them, text or binary,
+// never parsed here; parameters are typed with the target column's type, so
+// the target parses them exactly as it would parse its own input.
+//
+// Matching PostgreSQL's subscriber. Tables are found by schema and name,
+// columns by name; extra target columns keep their defaults, generated
+// target columns are not written. UPDATE and DELETE find the row by the
+// replica identity; with REPLICA IDENTITY FULL by all columns, through the
+// text form for types without an equality operator, changing exactly one row
+// even when duplicates exist. The session runs with session_replication_role
+// = replica, so ordinary triggers and foreign keys do not fire. An UPDATE or
+// DELETE that finds no row is logged and skipped; a duplicate key on INSERT
+// stops with an error, with nothing of the transaction applied.
+//
+// Errors. Any failure inside a transaction rolls the target transaction back,
+// so nothing of it is applied and nothing is confirmed. Transient failures
+// (lost connections, server restarts, serialization failures) are retried
+// after reconnecting, with exponential backoff, from the origin's durable
+// progress; permanent ones stop the run with an error naming the relation,
+// the operation, the source transaction and what to do.
+//
+// Structure. TxnMachine is the pure part: fed one decoded message at a time,
+// it checks the framing (transactions, stream blocks, prepared transactions)
+// and says what the message means (an Event). Applier acts on events against
+// a target session; Run is the loop around both that owns the connections.
+package apply

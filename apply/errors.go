@@ -1,0 +1,144 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// SchemaError says the target's schema does not fit what the source sends.
+// It is permanent: applying cannot continue until the user changes the
+// target.
+type SchemaError struct {
+	Relation string // schema.name, quoted
+	Column   string // empty when the whole table is concerned
+	Problem  string
+	Hint     string
+}
+
+func (e *SchemaError) Error() string {
+	var b strings.Builder
+	b.WriteString("target table ")
+	b.WriteString(e.Relation)
+	if e.Column != "" && !strings.HasPrefix(e.Column, "[") {
+		b.WriteString(", column ")
+		b.WriteString(quoteIdent(e.Column))
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Problem)
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// TxnError is a failure while applying one source transaction. It names
+// what a PostgreSQL operator needs to act: the relation and operation, the
+// source transaction (xid, commit LSN) and what to do.
+type TxnError struct {
+	Xid       uint32
+	CommitLSN protocol.LSN // the source commit's LSN (Begin's final LSN)
+	Relation  string       // may be empty
+	Op        string       // INSERT, UPDATE, DELETE, TRUNCATE, COMMIT, ...
+	Err       error
+}
+
+func (e *TxnError) Error() string {
+	var b strings.Builder
+	b.WriteString("applying source transaction ")
+	fmt.Fprintf(&b, "%d (commit LSN %s)", e.Xid, e.CommitLSN)
+	if e.Op != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Op)
+	}
+	if e.Relation != "" {
+		b.WriteString(" on ")
+		b.WriteString(e.Relation)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	if h := hintFor(e.Err); h != "" {
+		b.WriteString(" (")
+		b.WriteString(h)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func (e *TxnError) Unwrap() error { return e.Err }
+
+// hintFor suggests what to do about a target error.
+func hintFor(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	switch pgErr.Code {
+	case "23505":
+		return "a row with this key already exists on the target: remove it or resolve the conflict, then restart; nothing of this transaction was applied"
+	case "23502", "23514", "23503", "22001", "22003", "22P02", "42804":
+		return "the target rejects the source's value: make the target column accept it, then restart; nothing of this transaction was applied"
+	case "42P01", "42703":
+		return "the target's schema does not match the source's: fix it, then restart"
+	case "42501":
+		return "the target role lacks a privilege: grant it, then restart"
+	}
+	return ""
+}
+
+// IsTransient reports whether err is worth retrying after reconnecting:
+// lost connections, serialization failures, deadlocks, server shutdowns.
+// Everything else (schema mismatches, constraint violations, protocol
+// violations) is permanent (DESIGN.md invariant 5).
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var schema *SchemaError
+	var perm *PermanentError
+	if errors.As(err, &schema) || errors.As(err, &perm) || errors.Is(err, ErrProtocolOrder) || errors.Is(err, ErrConfig) || errors.Is(err, ErrNotSupported) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
+			return true
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exceptions
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdowns, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		case pgErr.Code == "55006": // object in use: replication slot active (previous walsender still exiting)
+			return true
+		case pgErr.Code == "58P01" || pgErr.Code == "58030": // I/O trouble on the server
+			return true
+		}
+		return false
+	}
+	var decodeErr *protocol.DecodeError
+	if errors.As(err, &decodeErr) {
+		return false
+	}
+	// Network errors, EOFs and timeouts from a broken connection.
+	return pgconn.SafeToRetry(err) || isConnError(err)
+}
+
+func isConnError(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	s := err.Error()
+	for _, frag := range []string{"connection reset", "broken pipe", "unexpected EOF", "EOF", "connection refused", "conn closed", "closed network connection", "timeout", "i/o timeout", "server closed the connection", "failed to receive message", "failed to write"} {
+		if strings.Contains(s, frag) {
+			return true
+		}
+	}
+	return false
+}

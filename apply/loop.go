@@ -1,0 +1,158 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+)
+
+// loop receives, applies and confirms until ctx ends (nil) or an error.
+//
+// Target work runs under a context that ctx's cancellation does not reach:
+// a signal lets the statement in flight finish, then the loop stops between
+// messages and close() rolls back whatever transaction is still open. That
+// is the clean point: nothing half-applied, everything applied confirmed.
+func (s *session) loop(ctx context.Context) error {
+	cfg := s.cfg
+	applyCtx := context.WithoutCancel(ctx)
+	nextFeedback := time.Now().Add(cfg.FeedbackInterval)
+	lastProgress := time.Now()
+	var lastTxns, lastRows int64
+	var ev protocol.StreamEvent
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if now := time.Now(); !now.Before(nextFeedback) {
+			if err := s.feedback(applyCtx, false); err != nil {
+				return err
+			}
+			nextFeedback = now.Add(cfg.FeedbackInterval)
+			if cfg.ProgressInterval > 0 && now.Sub(lastProgress) >= cfg.ProgressInterval {
+				lastTxns, lastRows = s.logProgress(now.Sub(lastProgress), lastTxns, lastRows)
+				lastProgress = now
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextFeedback)
+		err := s.stream.Receive(rctx, &ev)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if protocol.IsTimeout(err) {
+				continue
+			}
+			return fmt.Errorf("receiving from the source: %w", err)
+		}
+		switch ev.Kind {
+		case protocol.EventXLogData:
+			if err := s.handle(applyCtx, &ev); err != nil {
+				return err
+			}
+		case protocol.EventKeepalive:
+			s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd)
+			s.tracker.Received(ev.ServerWALEnd)
+			if ev.ReplyRequested {
+				if err := s.feedback(applyCtx, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// handle decodes and applies one XLogData message.
+func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
+	msg, err := s.decoder.Decode(ev.Data)
+	if err != nil {
+		return &PermanentError{fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
+	}
+	e, err := s.applier.Handle(ctx, msg)
+	if err != nil {
+		return err
+	}
+	// For logical replication the XLogData start is the position of the
+	// decoded record (a Commit's is the end of its transaction).
+	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
+	switch e {
+	case EvBegin:
+		s.tracker.BeginTxn()
+	case EvCommit:
+		if s.applier.lastWasSkip {
+			s.tracker.SkippedTxn()
+		} else {
+			applied, _ := s.applier.Applied()
+			s.tracker.Applied(applied)
+			s.progressed = true
+		}
+	}
+	s.tracker.Received(ev.WALStart)
+	return nil
+}
+
+// feedback learns what is durable on the target and confirms it to the
+// source (DESIGN.md invariant 2).
+func (s *session) feedback(ctx context.Context, final bool) error {
+	if s.tracker.NeedsDurableCheck() {
+		lsn, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
+		if err != nil {
+			return fmt.Errorf("reading the durable progress of origin %q on the target: %w", s.origin, err)
+		}
+		s.tracker.Durable(lsn)
+	}
+	w, f, a := s.tracker.Feedback()
+	if err := s.stream.SendStatus(ctx, w, f, a, false); err != nil {
+		return fmt.Errorf("sending feedback to the source: %w", err)
+	}
+	if s.cfg.OnProgress != nil {
+		s.cfg.OnProgress(s.progress(f))
+	}
+	_ = final
+	return nil
+}
+
+func (s *session) progress(flushed protocol.LSN) Progress {
+	applied, at := s.applier.Applied()
+	st := &s.applier.Stats
+	p := Progress{
+		Received:      max(s.serverWALEnd, applied),
+		Applied:       applied,
+		Flushed:       flushed,
+		Connected:     true,
+		InTransaction: s.applier.InTransaction(),
+		TxnsApplied:   st.TxnsApplied.Load(),
+		Rows:          st.Inserts.Load() + st.Updates.Load() + st.Deletes.Load(),
+	}
+	if at != 0 {
+		p.LastCommitAt = at.Time()
+	}
+	return p
+}
+
+// logProgress writes the periodic progress line and returns the counters
+// it was computed from.
+func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (int64, int64) {
+	_, f, _ := s.tracker.Feedback()
+	p := s.progress(f)
+	secs := elapsed.Seconds()
+	lagBytes := uint64(0)
+	if p.Received > p.Applied && !s.tracker.Idle() {
+		lagBytes = uint64(p.Received - p.Applied)
+	}
+	lag := time.Duration(0)
+	if !p.LastCommitAt.IsZero() && !s.tracker.Idle() {
+		lag = time.Since(p.LastCommitAt)
+	}
+	s.cfg.Logger.Info().
+		Stringer("received_lsn", p.Received).Stringer("applied_lsn", p.Applied).Stringer("flushed_lsn", p.Flushed).
+		Uint64("lag_bytes", lagBytes).Dur("lag", lag).
+		Float64("txns_per_sec", float64(p.TxnsApplied-lastTxns)/secs).
+		Float64("rows_per_sec", float64(p.Rows-lastRows)/secs).
+		Int64("txns_applied", p.TxnsApplied).Int64("rows_applied", p.Rows).
+		Msg("progress")
+	return p.TxnsApplied, p.Rows
+}

@@ -1,0 +1,215 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+)
+
+// Run replicates until ctx ends (then it stops at a clean point and returns
+// nil) or a permanent error occurs. Transient errors are retried with
+// exponential backoff from the target's durable progress.
+func Run(ctx context.Context, c Config) error {
+	cfg, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 30 * time.Second
+	bo.MaxElapsedTime = 0 // retry transient errors for as long as it takes
+	for {
+		progressed, err := runSession(ctx, &cfg)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			return nil
+		}
+		if !IsTransient(err) {
+			return err
+		}
+		if progressed {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("transient error; reconnecting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// session is one connected run: the connections and the loop state.
+type session struct {
+	cfg     *Config
+	target  *pgx.Conn // applies changes
+	control *pgx.Conn // reads the origin's durable progress
+	source  *protocol.ReplConn
+	stream  *protocol.ReplStream
+	origin  string
+	applier *Applier
+	tracker *state.FlushTracker
+	decoder *protocol.Decoder
+
+	serverWALEnd protocol.LSN
+	progressed   bool
+}
+
+// runSession connects, replicates until an error or the end of ctx, and
+// cleans up. progressed reports whether any transaction was applied.
+func runSession(ctx context.Context, cfg *Config) (progressed bool, err error) {
+	s := &session{cfg: cfg}
+	defer s.close()
+	if err := s.connect(ctx); err != nil {
+		return false, err
+	}
+	err = s.loop(ctx)
+	return s.progressed, err
+}
+
+func (s *session) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.applier != nil {
+		if err := s.applier.Abandon(ctx); err != nil {
+			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
+		}
+	}
+	if s.stream != nil && s.tracker != nil && s.control != nil {
+		// A last confirmation of what is durable, so the source can recycle WAL.
+		if err := s.feedback(ctx, true); err != nil {
+			s.cfg.Logger.Debug().Err(err).Msg("final feedback")
+		}
+	}
+	if s.source != nil {
+		_ = s.source.Close(ctx)
+	}
+	if s.target != nil {
+		_ = s.target.Close(ctx)
+	}
+	if s.control != nil {
+		_ = s.control.Close(ctx)
+	}
+}
+
+// connectTarget opens a target connection named after the applier.
+func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
+	pc, err := pgx.ParseConfig(cfg.Target)
+	if err != nil {
+		return nil, fmt.Errorf("%w: target connection string: %v", ErrConfig, redact(err))
+	}
+	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
+	conn, err := pgx.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the target (%s): %w", role, err)
+	}
+	return conn, nil
+}
+
+// redact drops the text of a connection-string parse error, which may quote
+// the string (and with it a password).
+func redact(err error) error {
+	return errors.New("cannot parse it (check its syntax; the text is not repeated here because it may hold a password)")
+}
+
+func (s *session) connect(ctx context.Context) error {
+	cfg := s.cfg
+	log := cfg.Logger
+	var err error
+	if s.target, err = connectTarget(ctx, cfg, "apply"); err != nil {
+		return err
+	}
+	if s.control, err = connectTarget(ctx, cfg, "control"); err != nil {
+		return err
+	}
+	if err := prepareTarget(ctx, s.control, cfg); err != nil {
+		return err
+	}
+	if s.origin, err = state.OriginName(cfg.Name); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
+		return err
+	}
+
+	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
+		return fmt.Errorf("connecting to the source: %w", err)
+	}
+	sys, err := s.source.IdentifySystem(ctx)
+	if err != nil {
+		return fmt.Errorf("identifying the source system: %w", err)
+	}
+	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
+		return err
+	}
+	if err := s.ensureSlot(ctx); err != nil {
+		return err
+	}
+
+	sess := newTargetSession(s.target)
+	if err := sess.setup(ctx, s.origin); err != nil {
+		return err
+	}
+	start, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
+	if err != nil {
+		return fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
+	}
+	s.applier = newApplier(log, sess, cfg.Binary, start)
+	s.tracker = state.NewFlushTracker(start)
+
+	s.stream, err = s.source.StartReplication(ctx, cfg.Slot, start, protocol.StreamOptions{
+		Publications: cfg.Publications,
+		Binary:       cfg.Binary,
+		Streaming:    cfg.Streaming,
+		TwoPhase:     cfg.TwoPhase,
+	})
+	if err != nil {
+		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
+	}
+	s.decoder = protocol.NewDecoder(s.stream.DecoderOptions())
+	log.Info().Str("slot", cfg.Slot).Strs("publications", cfg.Publications).Str("origin", s.origin).
+		Stringer("start_lsn", start).Str("source_system_id", sys.SystemID).Int32("timeline", sys.Timeline).
+		Int("source_version", s.source.ServerVersion()).Msg("replicating")
+	return nil
+}
+
+// ensureSlot checks that the slot exists and is a pgoutput slot, creating it
+// when asked to.
+func (s *session) ensureSlot(ctx context.Context) error {
+	cfg := s.cfg
+	st, found, err := s.source.Slot(ctx, cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
+	}
+	if !found {
+		if !cfg.CreateSlot {
+			return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
+		}
+		info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
+		if err != nil {
+			return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
+		}
+		cfg.Logger.Info().Str("slot", info.Name).Stringer("consistent_point", info.ConsistentPoint).Msg("created replication slot")
+		return nil
+	}
+	if st.Plugin != "pgoutput" {
+		return &PermanentError{fmt.Errorf("replication slot %q uses plugin %q; walapply needs a pgoutput slot", cfg.Slot, st.Plugin)}
+	}
+	return nil
+}
+
+// PermanentError marks an error that retrying cannot fix.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }

@@ -1,0 +1,165 @@
+package apply
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SQL building is pure: it takes quoted names and returns statement text.
+// Identifiers are always quoted with pgx.Identifier and values are always
+// parameters (DESIGN.md invariant 7); nothing from the stream is ever
+// spliced into SQL text except through quoteIdent.
+
+// quoteIdent quotes one identifier.
+func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// quoteQualified quotes a schema-qualified name.
+func quoteQualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+
+// matchColumn is a column of a WHERE clause that locates a row.
+type matchColumn struct {
+	Name string // quoted
+	// TextCompare compares through the text form, for types without an
+	// equality operator (json, point, xml, ...): both sides are rendered by
+	// the target's output function, so equal values compare equal.
+	TextCompare bool
+	// Nullable: the value may be NULL (REPLICA IDENTITY FULL), so use
+	// IS NOT DISTINCT FROM rather than =.
+	Nullable bool
+}
+
+// buildInsert returns INSERT INTO table (c1, ...) VALUES ($1, ...).
+func buildInsert(table string, cols []string) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(table)
+	if len(cols) == 0 {
+		b.WriteString(" DEFAULT VALUES")
+		return b.String()
+	}
+	b.WriteString(" (")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c)
+	}
+	b.WriteString(") VALUES (")
+	for i := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeParam(&b, i+1)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// buildUpdate returns an UPDATE that sets cols from $1.. and locates the row
+// with match from the parameters that follow. With onlyOne the row is picked
+// by its physical address so that exactly one row changes even when
+// duplicates exist (REPLICA IDENTITY FULL); partitioned says the table is a
+// partitioned table, whose ctid is not unique across partitions.
+func buildUpdate(table string, cols []string, match []matchColumn, onlyOne, partitioned bool) string {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" SET ")
+	if len(cols) == 0 {
+		// Every published column was an unchanged TOAST value or is not
+		// written on the target: the row still has to exist, so touch
+		// nothing but make the statement count it.
+		b.WriteString(match[0].Name)
+		b.WriteString(" = ")
+		b.WriteString(match[0].Name)
+	}
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c)
+		b.WriteString(" = ")
+		writeParam(&b, i+1)
+	}
+	writeLocate(&b, table, match, len(cols)+1, onlyOne, partitioned)
+	return b.String()
+}
+
+// buildDelete returns a DELETE locating the row from $1...
+func buildDelete(table string, match []matchColumn, onlyOne, partitioned bool) string {
+	var b strings.Builder
+	b.WriteString("DELETE FROM ")
+	b.WriteString(table)
+	writeLocate(&b, table, match, 1, onlyOne, partitioned)
+	return b.String()
+}
+
+// buildTruncate returns TRUNCATE for the tables; only[i] adds ONLY (plain
+// tables: the source lists every truncated relation itself, inheritance
+// children included, while a partitioned table must be truncated whole).
+func buildTruncate(tables []string, only []bool, cascade, restartIdentity bool) string {
+	var b strings.Builder
+	b.WriteString("TRUNCATE ")
+	for i, t := range tables {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if only[i] {
+			b.WriteString("ONLY ")
+		}
+		b.WriteString(t)
+	}
+	if restartIdentity {
+		b.WriteString(" RESTART IDENTITY")
+	}
+	if cascade {
+		b.WriteString(" CASCADE")
+	}
+	return b.String()
+}
+
+func writeLocate(b *strings.Builder, table string, match []matchColumn, firstParam int, onlyOne, partitioned bool) {
+	b.WriteString(" WHERE ")
+	if onlyOne {
+		if partitioned {
+			b.WriteString("(tableoid, ctid) = (SELECT tableoid, ctid FROM ")
+		} else {
+			b.WriteString("ctid = (SELECT ctid FROM ")
+		}
+		b.WriteString(table)
+		b.WriteString(" WHERE ")
+		writeMatch(b, match, firstParam)
+		b.WriteString(" LIMIT 1)")
+		return
+	}
+	writeMatch(b, match, firstParam)
+}
+
+func writeMatch(b *strings.Builder, match []matchColumn, firstParam int) {
+	for i, m := range match {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		if m.TextCompare {
+			b.WriteString(m.Name)
+			b.WriteString("::text IS NOT DISTINCT FROM ")
+			writeParam(b, firstParam+i)
+			b.WriteString("::text")
+			continue
+		}
+		b.WriteString(m.Name)
+		if m.Nullable {
+			b.WriteString(" IS NOT DISTINCT FROM ")
+		} else {
+			b.WriteString(" = ")
+		}
+		writeParam(b, firstParam+i)
+	}
+}
+
+func writeParam(b *strings.Builder, n int) {
+	b.WriteByte('$')
+	b.WriteString(strconv.Itoa(n))
+}

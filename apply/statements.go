@@ -1,0 +1,93 @@
+package apply
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// statement returns the prepared statement for a change of the given shape,
+// preparing it on first use. The shape is the kind ('I', 'U', 'D'), the
+// columns an UPDATE sets (unchanged TOAST values are left out of the SET
+// list, so one relation can need several UPDATE statements) and the columns
+// that locate the row. Statements are cached per relation; a new Relation
+// message replaces the relation's entry and with it its statements.
+func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
+	shape := append(a.shape[:0], kind)
+	if set != nil {
+		shape = appendMask(shape, len(e.rel.Columns), func(i int) bool {
+			return e.tcol[i] >= 0 && set.Columns[i].Kind != protocol.ColumnUnchanged
+		})
+	}
+	if match != nil {
+		j := 0
+		shape = appendMask(shape, len(e.rel.Columns), func(i int) bool {
+			if j < len(match) && match[j] == i {
+				j++
+				return true
+			}
+			return false
+		})
+	}
+	a.shape = shape
+	if sd, ok := e.stmts[string(shape)]; ok {
+		return sd, nil
+	}
+	sql, oids := buildStatement(e, kind, set, match, full)
+	sd, err := a.sess.prepare(ctx, sql, oids)
+	if err != nil {
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+	}
+	e.stmts[string(shape)] = sd
+	return sd, nil
+}
+
+// appendMask appends n bits, one per column, packed into bytes.
+func appendMask(dst []byte, n int, bit func(i int) bool) []byte {
+	var cur byte
+	for i := 0; i < n; i++ {
+		if bit(i) {
+			cur |= 1 << (i & 7)
+		}
+		if i&7 == 7 {
+			dst = append(dst, cur)
+			cur = 0
+		}
+	}
+	if n&7 != 0 {
+		dst = append(dst, cur)
+	}
+	return dst
+}
+
+// buildStatement returns the SQL of a change of the given shape and the
+// target types of its parameters, in parameter order.
+func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32) {
+	t := e.target
+	var cols []string
+	var oids []uint32
+	for i := range e.rel.Columns {
+		ti := e.tcol[i]
+		if ti < 0 {
+			continue
+		}
+		if kind == 'I' || (kind == 'U' && set.Columns[i].Kind != protocol.ColumnUnchanged) {
+			cols = append(cols, quoteIdent(t.Columns[ti].Name))
+			oids = append(oids, t.Columns[ti].TypeOID)
+		}
+	}
+	if kind == 'I' {
+		return buildInsert(t.Quoted, cols), oids
+	}
+	m := make([]matchColumn, 0, len(match))
+	for _, i := range match {
+		tc := t.Columns[e.tcol[i]]
+		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full})
+		oids = append(oids, tc.TypeOID)
+	}
+	if kind == 'U' {
+		return buildUpdate(t.Quoted, cols, m, full, t.Partition), oids
+	}
+	return buildDelete(t.Quoted, m, full, t.Partition), oids
+}

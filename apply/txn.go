@@ -1,0 +1,271 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// ErrProtocolOrder is returned (wrapped) when messages arrive in an order the
+// protocol does not allow: DML outside a transaction, a Commit that does not
+// match its Begin, an Origin after changes, and so on (DESIGN.md invariant 6).
+var ErrProtocolOrder = errors.New("apply: protocol messages out of order")
+
+// Event is what the transaction state machine makes of one message: what
+// the applier has to do with it.
+type Event uint8
+
+// Events, one per thing the applier does.
+const (
+	EvNone             Event = iota // nothing to do (e.g. a non-transactional logical message)
+	EvRelation                      // remember a relation's description
+	EvType                          // remember a type's description
+	EvOrigin                        // the transaction came from another origin
+	EvBegin                         // start applying a transaction
+	EvChange                        // apply a change inside the open transaction
+	EvCommit                        // commit the open transaction
+	EvBeginPrepare                  // start a transaction that will be prepared
+	EvPrepare                       // prepare the open transaction
+	EvCommitPrepared                // COMMIT PREPARED
+	EvRollbackPrepared              // ROLLBACK PREPARED
+	EvStreamStart                   // a stream block opens (FirstSegment: a new streamed transaction)
+	EvStreamStop                    // the stream block closes
+	EvStreamChange                  // a change (or Relation/Type/Message) inside a stream block: spill it
+	EvStreamCommit                  // replay and commit a streamed transaction
+	EvStreamAbort                   // discard a streamed transaction or one of its subtransactions
+	EvStreamPrepare                 // replay and prepare a streamed transaction
+	EvMessage                       // a transactional logical message inside a transaction
+)
+
+var eventNames = [...]string{"none", "relation", "type", "origin", "begin", "change", "commit",
+	"begin-prepare", "prepare", "commit-prepared", "rollback-prepared", "stream-start",
+	"stream-stop", "stream-change", "stream-commit", "stream-abort", "stream-prepare", "message"}
+
+func (e Event) String() string {
+	if int(e) < len(eventNames) {
+		return eventNames[e]
+	}
+	return fmt.Sprintf("event(%d)", e)
+}
+
+type txnState uint8
+
+const (
+	stateIdle      txnState = iota
+	stateInTxn              // between Begin and Commit
+	stateInPrepare          // between Begin Prepare and Prepare
+)
+
+// TxnMachine checks the framing of the message stream and says what each
+// message means for the applier. It is pure: no I/O, no target, so the
+// rules are tested by feeding it transcripts. It keeps
+//
+//   - whether a transaction (ordinary or to-be-prepared) is open, its Begin's
+//     final LSN (a Commit must match it) and whether it has had changes yet
+//     (an Origin must come before them);
+//   - whether a stream block is open and for which top-level xid, and the set
+//     of streamed transactions that have begun and not yet ended.
+//
+// Relation and Type messages are accepted anywhere: pgoutput sends them just
+// before the first change that needs them.
+type TxnMachine struct {
+	state      txnState
+	finalLSN   protocol.LSN
+	xid        uint32
+	hadChanges bool
+
+	inBlock     bool
+	blockXid    uint32
+	blockFirst  bool // the open block is the transaction's first segment
+	blockChange bool // the open block has had changes (Origin must precede them)
+	streams     map[uint32]struct{}
+}
+
+// NewTxnMachine returns a machine in the idle state.
+func NewTxnMachine() *TxnMachine {
+	return &TxnMachine{streams: map[uint32]struct{}{}}
+}
+
+// Reset forgets everything, as after a reconnect: the source resends every
+// transaction that was not confirmed, streamed ones from their first segment.
+func (m *TxnMachine) Reset() {
+	*m = TxnMachine{streams: map[uint32]struct{}{}}
+}
+
+// InTransaction reports whether an ordinary or to-be-prepared transaction is
+// open.
+func (m *TxnMachine) InTransaction() bool { return m.state != stateIdle }
+
+// InStreamBlock reports whether a stream block is open.
+func (m *TxnMachine) InStreamBlock() bool { return m.inBlock }
+
+// OpenStreams is the number of streamed transactions begun and not ended.
+func (m *TxnMachine) OpenStreams() int { return len(m.streams) }
+
+func orderError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocolOrder}, args...)...)
+}
+
+// Step feeds one decoded message and returns what it means.
+func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
+	switch msg := msg.(type) {
+	case *protocol.Relation:
+		if m.inBlock {
+			return EvStreamChange, nil
+		}
+		return EvRelation, nil
+	case *protocol.TypeMessage:
+		if m.inBlock {
+			return EvStreamChange, nil
+		}
+		return EvType, nil
+	case *protocol.Origin:
+		return m.stepOrigin()
+	case *protocol.LogicalMessage:
+		if m.inBlock {
+			return EvStreamChange, nil
+		}
+		if !msg.Transactional() {
+			return EvNone, nil
+		}
+		if m.state == stateIdle {
+			return 0, orderError("transactional logical message outside a transaction")
+		}
+		return EvMessage, nil
+	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
+		if m.inBlock {
+			m.blockChange = true
+			return EvStreamChange, nil
+		}
+		if m.state == stateIdle {
+			return 0, orderError("%s outside a transaction", msg.Type())
+		}
+		m.hadChanges = true
+		return EvChange, nil
+	case *protocol.Begin:
+		if err := m.needIdle(msg.Type()); err != nil {
+			return 0, err
+		}
+		m.state, m.finalLSN, m.xid, m.hadChanges = stateInTxn, msg.FinalLSN, msg.Xid, false
+		return EvBegin, nil
+	case *protocol.Commit:
+		if m.state != stateInTxn || m.inBlock {
+			return 0, orderError("Commit at %s without a Begin", msg.CommitLSN)
+		}
+		if msg.CommitLSN != m.finalLSN {
+			return 0, orderError("Commit LSN %s does not match its Begin's final LSN %s (xid %d)", msg.CommitLSN, m.finalLSN, m.xid)
+		}
+		m.state = stateIdle
+		return EvCommit, nil
+	case *protocol.BeginPrepare:
+		if err := m.needIdle(msg.Type()); err != nil {
+			return 0, err
+		}
+		m.state, m.finalLSN, m.xid, m.hadChanges = stateInPrepare, msg.PrepareLSN, msg.Xid, false
+		return EvBeginPrepare, nil
+	case *protocol.Prepare:
+		if m.state != stateInPrepare || m.inBlock {
+			return 0, orderError("Prepare of GID %q without a Begin Prepare", msg.GID)
+		}
+		if msg.PrepareLSN != m.finalLSN || msg.Xid != m.xid {
+			return 0, orderError("Prepare (LSN %s, xid %d) does not match its Begin Prepare (LSN %s, xid %d)", msg.PrepareLSN, msg.Xid, m.finalLSN, m.xid)
+		}
+		m.state = stateIdle
+		return EvPrepare, nil
+	case *protocol.CommitPrepared:
+		if err := m.needIdle(msg.Type()); err != nil {
+			return 0, err
+		}
+		return EvCommitPrepared, nil
+	case *protocol.RollbackPrepared:
+		if err := m.needIdle(msg.Type()); err != nil {
+			return 0, err
+		}
+		return EvRollbackPrepared, nil
+	case *protocol.StreamStart:
+		if m.inBlock {
+			return 0, orderError("Stream Start for xid %d inside the stream block of xid %d", msg.Xid, m.blockXid)
+		}
+		if m.state != stateIdle {
+			return 0, orderError("Stream Start for xid %d inside transaction %d", msg.Xid, m.xid)
+		}
+		_, open := m.streams[msg.Xid]
+		if msg.FirstSegment && open {
+			return 0, orderError("first Stream Start for xid %d, which is already streaming", msg.Xid)
+		}
+		if !msg.FirstSegment && !open {
+			return 0, orderError("Stream Start continues xid %d, whose first segment never came", msg.Xid)
+		}
+		m.streams[msg.Xid] = struct{}{}
+		m.inBlock, m.blockXid, m.blockFirst, m.blockChange = true, msg.Xid, msg.FirstSegment, false
+		return EvStreamStart, nil
+	case *protocol.StreamStop:
+		if !m.inBlock {
+			return 0, orderError("Stream Stop without Stream Start")
+		}
+		m.inBlock = false
+		return EvStreamStop, nil
+	case *protocol.StreamCommit:
+		if err := m.endStream(msg.Type(), msg.Xid); err != nil {
+			return 0, err
+		}
+		return EvStreamCommit, nil
+	case *protocol.StreamPrepare:
+		if err := m.endStream(msg.Type(), msg.Xid); err != nil {
+			return 0, err
+		}
+		return EvStreamPrepare, nil
+	case *protocol.StreamAbort:
+		if m.inBlock {
+			return 0, orderError("Stream Abort for xid %d inside a stream block", msg.Xid)
+		}
+		if _, open := m.streams[msg.Xid]; !open {
+			// Nothing of it was ever received in this session (PostgreSQL's
+			// worker ignores such aborts as well).
+			return EvNone, nil
+		}
+		if msg.Toplevel() {
+			delete(m.streams, msg.Xid)
+		}
+		return EvStreamAbort, nil
+	}
+	return 0, orderError("unexpected message %s", msg.Type())
+}
+
+func (m *TxnMachine) stepOrigin() (Event, error) {
+	if m.inBlock {
+		if !m.blockFirst || m.blockChange {
+			return 0, orderError("Origin message inside a stream block after changes")
+		}
+		return EvOrigin, nil
+	}
+	if m.state == stateIdle {
+		return 0, orderError("Origin message outside a transaction")
+	}
+	if m.hadChanges {
+		return 0, orderError("Origin message after changes in transaction %d", m.xid)
+	}
+	return EvOrigin, nil
+}
+
+func (m *TxnMachine) needIdle(t protocol.MessageType) error {
+	if m.inBlock {
+		return orderError("%s inside the stream block of xid %d", t, m.blockXid)
+	}
+	if m.state != stateIdle {
+		return orderError("%s inside transaction %d", t, m.xid)
+	}
+	return nil
+}
+
+func (m *TxnMachine) endStream(t protocol.MessageType, xid uint32) error {
+	if err := m.needIdle(t); err != nil {
+		return err
+	}
+	if _, open := m.streams[xid]; !open {
+		return orderError("%s for xid %d, which never streamed", t, xid)
+	}
+	delete(m.streams, xid)
+	return nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/walapply/walapply/apply"
+)
+
+func init() {
+	register("run", command{summary: "keep a target an exact replica of a source's publications", run: runCmd})
+}
+
+// runFlags are the flags of 'walapply run' (a contract: keep these names).
+type runFlags struct {
+	cfg          apply.Config
+	publications string
+	logFormat    string
+	logLevel     string
+}
+
+func (f *runFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}) {
+	c := &f.cfg
+	fs.StringVar(&c.Source, "source", "", "source connection string (URL or key=value); walapply adds replication=database")
+	fs.StringVar(&c.Target, "target", "", "target connection string")
+	fs.StringVar(&c.Slot, "slot", "", "the source's pgoutput replication slot")
+	fs.StringVar(&f.publications, "publication", "", "publication(s) to replicate, comma-separated")
+	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
+	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
+	fs.StringVar(&c.Streaming, "streaming", "off", "streaming of large in-progress transactions: off, on or parallel")
+	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
+	fs.BoolVar(&c.Binary, "binary", false, "binary transfer of values where the source supports it (types must match exactly)")
+	fs.StringVar(&c.SpillDir, "spill-dir", "", "directory for spilled streamed transactions")
+	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "accept a source timeline other than the recorded one (after a failover)")
+	fs.DurationVar(&c.ProgressInterval, "progress-interval", 10*time.Second, "how often to log a progress line (0: never)")
+	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), json or console")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := newFlagSet("run")
+	var f runFlags
+	f.register(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(os.Stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	f.cfg.Logger = log
+	f.cfg.Publications = splitList(f.publications)
+	if f.cfg.ProgressInterval == 0 {
+		f.cfg.ProgressInterval = -1
+	}
+	err = apply.Run(ctx, f.cfg)
+	if err == nil {
+		log.Info().Msg("stopped")
+	}
+	return err
+}
+
+// splitList splits a comma-separated list, dropping blanks around items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
