@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
 )
@@ -97,7 +96,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		// last applied one was applied already (DESIGN.md invariant 1).
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
 		if !a.txn.skip {
-			a.sess.queueSQL(opBegin, nil, "BEGIN")
+			a.sess.begin()
 		}
 	case EvChange:
 		if a.txn.skip {
@@ -247,7 +246,7 @@ func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
-	sd, err := a.statement(ctx, e, 'I', nil, nil)
+	sd, err := a.statement(ctx, e, 'I', nil, nil, false)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,10 @@ type targetColumn struct {
 	TypeName  string // format_type, for messages
 	Generated bool   // GENERATED ALWAYS: never written
 	HasEq     bool   // the type has an equality operator (see typesWithEquality)
+	// EqSchema is the schema of that operator when it lies outside
+	// pg_catalog (citext, hstore, ...): the session's search_path is
+	// pg_catalog, so it must be named.
+	EqSchema string
 }
 
 // targetTable is a target table as the target's catalog has it.
@@ -91,7 +95,8 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 		return nil, false, fmt.Errorf("reading the target's operators for table %s: %w", t.Quoted, err)
 	}
 	for i := range t.Columns {
-		t.Columns[i].HasEq = eq[t.Columns[i].TypeOID]
+		e := eq[t.Columns[i].TypeOID]
+		t.Columns[i].HasEq, t.Columns[i].EqSchema = e.has, e.schema
 	}
 	return t, true, nil
 }
@@ -125,7 +130,17 @@ SELECT ty.oid, ty.typtype, ty.typcategory, ty.typbasetype, ty.typelem,
        EXISTS (SELECT 1 FROM pg_catalog.pg_opclass oc JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod
                WHERE oc.opcdefault AND am.amname IN ('btree', 'hash') AND oc.opcintype = ty.oid),
        ARRAY(SELECT a.atttypid FROM pg_catalog.pg_attribute a
-             WHERE ty.typtype = 'c' AND a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped)::oid[]
+             WHERE ty.typtype = 'c' AND a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped)::oid[],
+       COALESCE((SELECT n.nspname
+                 FROM pg_catalog.pg_opclass oc
+                 JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod
+                 JOIN pg_catalog.pg_amop ao ON ao.amopfamily = oc.opcfamily
+                      AND ao.amoplefttype = ty.oid AND ao.amoprighttype = ty.oid
+                      AND ao.amopstrategy = CASE am.amname WHEN 'btree' THEN 3 ELSE 1 END
+                 JOIN pg_catalog.pg_operator o ON o.oid = ao.amopopr
+                 JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+                 WHERE oc.opcdefault AND am.amname IN ('btree', 'hash') AND oc.opcintype = ty.oid
+                 ORDER BY am.amname = 'btree' DESC LIMIT 1), 'pg_catalog')
 FROM t JOIN pg_catalog.pg_type ty ON ty.oid = t.oid`
 
 // typeNode is one row of typeNodeSQL.
@@ -135,13 +150,20 @@ type typeNode struct {
 	rangeSub, mrRange uint32
 	ownOpclass        bool
 	attrs             []uint32
+	opSchema          string // schema of the type's own equality operator
+}
+
+// equality is what typesWithEquality finds for a type.
+type equality struct {
+	has    bool
+	schema string // the operator's schema when not pg_catalog
 }
 
 // typesWithEquality tells, for each type, whether "=" works on it the way
 // PostgreSQL's type cache would find it. REPLICA IDENTITY FULL compares
 // every column; the types that lack equality (json, point, xml, arrays of
 // them, ...) are compared through their text form instead.
-func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint32]bool, error) {
+func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint32]equality, error) {
 	rows, err := q.Query(ctx, typeNodeSQL, oids)
 	if err != nil {
 		return nil, err
@@ -150,7 +172,7 @@ func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint3
 	for rows.Next() {
 		var oid uint32
 		n := &typeNode{}
-		if err := rows.Scan(&oid, &n.typtype, &n.category, &n.base, &n.elem, &n.rangeSub, &n.mrRange, &n.ownOpclass, &n.attrs); err != nil {
+		if err := rows.Scan(&oid, &n.typtype, &n.category, &n.base, &n.elem, &n.rangeSub, &n.mrRange, &n.ownOpclass, &n.attrs, &n.opSchema); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -163,7 +185,7 @@ func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint3
 }
 
 // resolveEquality is the pure part of typesWithEquality.
-func resolveEquality(nodes map[uint32]*typeNode, oids []uint32) map[uint32]bool {
+func resolveEquality(nodes map[uint32]*typeNode, oids []uint32) map[uint32]equality {
 	memo := map[uint32]bool{}
 	visiting := map[uint32]bool{}
 	var has func(oid uint32) bool
@@ -203,9 +225,29 @@ func resolveEquality(nodes map[uint32]*typeNode, oids []uint32) map[uint32]bool 
 		memo[oid] = v
 		return v
 	}
-	out := make(map[uint32]bool, len(oids))
+	// The operator "=" resolves to: a domain's base type's, a type's own
+	// (which may live in an extension's schema), or a polymorphic one in
+	// pg_catalog (enums, arrays, ranges, records).
+	var schema func(oid uint32, depth int) string
+	schema = func(oid uint32, depth int) string {
+		n := nodes[oid]
+		switch {
+		case n == nil || depth > 32:
+			return ""
+		case n.typtype == 'd':
+			return schema(n.base, depth+1)
+		case n.typtype != 'e' && n.ownOpclass && n.opSchema != "pg_catalog":
+			return n.opSchema
+		}
+		return ""
+	}
+	out := make(map[uint32]equality, len(oids))
 	for _, o := range oids {
-		out[o] = has(o)
+		e := equality{has: has(o)}
+		if e.has {
+			e.schema = schema(o, 0)
+		}
+		out[o] = e
 	}
 	return out
 }

@@ -125,6 +125,9 @@ func IsTransient(err error) bool {
 	if errors.As(err, &decodeErr) {
 		return false
 	}
+	if errors.Is(err, protocol.ErrStreamEnded) {
+		return true // the source shut down or restarted
+	}
 	// Network errors, EOFs and timeouts from a broken connection.
 	return pgconn.SafeToRetry(err) || isConnError(err)
 }

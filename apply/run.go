@@ -176,7 +176,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
 	}
-	s.decoder = protocol.NewDecoder(s.stream.DecoderOptions())
+	if s.decoder, err = protocol.NewDecoder(s.stream.DecoderOptions()); err != nil {
+		return err
+	}
 	log.Info().Str("slot", cfg.Slot).Strs("publications", cfg.Publications).Str("origin", s.origin).
 		Stringer("start_lsn", start).Str("source_system_id", sys.SystemID).Int32("timeline", sys.Timeline).
 		Int("source_version", s.source.ServerVersion()).Msg("replicating")

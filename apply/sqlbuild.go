@@ -28,6 +28,10 @@ type matchColumn struct {
 	// Nullable: the value may be NULL (REPLICA IDENTITY FULL), so use
 	// IS NOT DISTINCT FROM rather than =.
 	Nullable bool
+	// OpSchema names the schema of the type's "=" when it is not in
+	// pg_catalog (extension types such as citext and hstore): the apply
+	// session's search_path holds only pg_catalog.
+	OpSchema string
 }
 
 // buildInsert returns INSERT INTO table (c1, ...) VALUES ($1, ...).
@@ -147,6 +151,24 @@ func writeMatch(b *strings.Builder, match []matchColumn, firstParam int) {
 			b.WriteString("::text IS NOT DISTINCT FROM ")
 			writeParam(b, firstParam+i)
 			b.WriteString("::text")
+			continue
+		}
+		if m.OpSchema != "" {
+			// IS NOT DISTINCT FROM cannot name its operator.
+			op := " OPERATOR(" + quoteIdent(m.OpSchema) + ".=) "
+			if m.Nullable {
+				b.WriteString("(")
+			}
+			b.WriteString(m.Name)
+			b.WriteString(op)
+			writeParam(b, firstParam+i)
+			if m.Nullable {
+				b.WriteString(" OR (")
+				b.WriteString(m.Name)
+				b.WriteString(" IS NULL AND ")
+				writeParam(b, firstParam+i)
+				b.WriteString(" IS NULL))")
+			}
 			continue
 		}
 		b.WriteString(m.Name)

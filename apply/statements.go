@@ -83,7 +83,7 @@ func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int
 	m := make([]matchColumn, 0, len(match))
 	for _, i := range match {
 		tc := t.Columns[e.tcol[i]]
-		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full})
+		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full, OpSchema: tc.EqSchema})
 		oids = append(oids, tc.TypeOID)
 	}
 	if kind == 'U' {

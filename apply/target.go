@@ -77,6 +77,7 @@ var sessionSetupSQL = []string{
 	"SET extra_float_digits = 3",
 	"SET statement_timeout = 0",
 	"SET lock_timeout = 0",
+	"SET default_transaction_isolation = 'read committed'",
 	"SET idle_in_transaction_session_timeout = 0",
 }
 
@@ -110,6 +111,15 @@ func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uin
 		return nil, fmt.Errorf("preparing %q on the target: %w", sql, err)
 	}
 	return sd, nil
+}
+
+// begin queues the start of a target transaction. Deferred constraints are
+// checked at once: a COMMIT must not fail after the origin's progress was
+// set up, because on PostgreSQL 16+ an aborted transaction advances the
+// origin too (see state's package doc).
+func (s *targetSession) begin() {
+	s.queueSQL(opBegin, nil, "BEGIN")
+	s.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
 }
 
 func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {

@@ -11,3 +11,16 @@ type BeginPrepare struct {
 
 // Type implements Message.
 func (*BeginPrepare) Type() MessageType { return MessageTypeBeginPrepare }
+
+// Decode parses a complete Begin Prepare message: both LSNs must be set (as
+// proto.c checks) and the xid must not be 0.
+func (dst *BeginPrepare) Decode(src []byte) error {
+	var r reader
+	r.start(src, MessageTypeBeginPrepare)
+	dst.PrepareLSN = r.validLSN("prepare LSN")
+	dst.EndLSN = r.validLSN("end LSN")
+	dst.PrepareTime = r.timestamp("prepare time")
+	dst.Xid = r.xid("xid")
+	dst.GID = r.cstring("gid")
+	return r.finish()
+}

@@ -10,3 +10,16 @@ type Commit struct {
 
 // Type implements Message.
 func (*Commit) Type() MessageType { return MessageTypeCommit }
+
+// Decode parses a complete Commit message. proto.c checks only the flags;
+// this decoder also requires both LSNs to be set, because the end LSN is
+// what the subscriber records as its progress and confirms to the server.
+func (dst *Commit) Decode(src []byte) error {
+	var r reader
+	r.start(src, MessageTypeCommit)
+	dst.Flags = r.flags("flags", 0)
+	dst.CommitLSN = r.validLSN("commit LSN")
+	dst.EndLSN = r.validLSN("end LSN")
+	dst.CommitTime = r.timestamp("commit time")
+	return r.finish()
+}

@@ -12,3 +12,12 @@ type StreamPrepare struct {
 
 // Type implements Message.
 func (*StreamPrepare) Type() MessageType { return MessageTypeStreamPrepare }
+
+// Decode parses a complete Stream Prepare message; the checks are those of
+// Prepare.
+func (dst *StreamPrepare) Decode(src []byte) error {
+	var r reader
+	r.start(src, MessageTypeStreamPrepare)
+	dst.Flags, dst.PrepareLSN, dst.EndLSN, dst.PrepareTime, dst.Xid, dst.GID = decodePrepareBody(&r)
+	return r.finish()
+}

@@ -12,3 +12,14 @@ type TypeMessage struct {
 
 // Type implements Message.
 func (*TypeMessage) Type() MessageType { return MessageTypeType }
+
+// Decode parses a complete Type message; the type OID must not be 0.
+func (dst *TypeMessage) Decode(src []byte) error {
+	var r reader
+	r.start(src, MessageTypeType)
+	dst.Xid = r.streamXid(dst.Streamed)
+	dst.TypeOID = r.oid("type OID")
+	dst.Namespace = r.cstring("namespace")
+	dst.Name = r.cstring("name")
+	return r.finish()
+}

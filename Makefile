@@ -1,0 +1,56 @@
+# walapply — build, test and CI entry points. `make help` lists the targets.
+
+GO ?= go
+
+# PostgreSQL major versions the tests run against (see testenv.Versions):
+# "15,18" by default, "all" for 15–18.
+WALAPPLY_TEST_PG ?= 15,18
+export WALAPPLY_TEST_PG
+
+# Two cores: at most two test binaries at once, and a generous overall limit.
+TEST_P       ?= 2
+TEST_TIMEOUT ?= 25m
+TEST_FLAGS   ?=
+
+# Fuzzing: each target runs for FUZZTIME. FUZZ_TARGETS lists package:FuzzName
+# pairs; empty means every Fuzz function of every package.
+FUZZTIME     ?= 30s
+FUZZ_TARGETS ?=
+
+.PHONY: help build test test-all lint pg fuzz demo clean
+
+help:
+	@echo "make build     compile every package and bin/walapply"
+	@echo "make test      lint, then go test ./... on PostgreSQL $(WALAPPLY_TEST_PG)"
+	@echo "make test-all  the same on PostgreSQL 15, 16, 17 and 18"
+	@echo "make lint      gofmt and go vet"
+	@echo "make pg        fetch the PostgreSQL 16-18 binaries into the cache"
+	@echo "make fuzz      run each fuzz target for FUZZTIME ($(FUZZTIME))"
+	@echo "make demo      run the replication demo"
+
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/walapply ./cmd/walapply
+
+test: lint
+	$(GO) test -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+
+test-all:
+	$(MAKE) test WALAPPLY_TEST_PG=all
+
+lint:
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+pg:
+	$(GO) run ./testenv/cmd/pgfetch 16 17 18
+
+fuzz:
+	FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)
+
+demo:
+	$(GO) run ./cmd/walapply demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,309 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// ReplConn is a logical replication connection to a source: a walsender
+// started with replication=database, which takes replication commands
+// (IDENTIFY_SYSTEM, CREATE_REPLICATION_SLOT, START_REPLICATION, ...) and
+// plain SQL over the simple query protocol.
+//
+// A ReplConn carries at most one replication stream. Once StartReplication
+// succeeds the connection is in copy-both mode and only the stream and Close
+// may be used; when the stream ends (server error, CopyDone, broken socket)
+// the connection is spent: reconnect to stream again. A ReplConn is not safe
+// for concurrent use, except as ReplStream documents.
+type ReplConn struct {
+	pg      *pgconn.PgConn
+	version int // server_version_num
+	stream  *ReplStream
+	// spent is set once the connection can take no more commands; it says why.
+	spent error
+}
+
+// ErrConnSpent is returned by commands on a connection that is streaming or
+// whose stream has ended.
+var ErrConnSpent = errors.New("protocol: the replication connection is streaming or its stream has ended; open a new connection")
+
+// ConnectReplication opens a replication connection. connString is an
+// ordinary PostgreSQL connection string (URL or key=value, as libpq takes);
+// replication=database is added here, so the same string serves the SQL
+// connections of the caller. TLS and all other settings pass through as given.
+// application_name defaults to "walapply" so the walsender is recognisable in
+// pg_stat_replication.
+//
+// Errors never contain the password: a connection string that does not parse
+// is reported with every password-looking part of it masked.
+func ConnectReplication(ctx context.Context, connString string) (*ReplConn, error) {
+	cfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, errors.New("protocol: parse the source connection string: " + scrubPasswords(err.Error(), connString))
+	}
+	// A replication=true (physical) or missing setting would start the wrong
+	// kind of walsender: logical decoding needs a database connection.
+	cfg.RuntimeParams["replication"] = "database"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "walapply"
+	}
+	// A cancel request to a walsender in copy-both mode would end the stream;
+	// interrupt blocked reads with a socket deadline instead, which pgconn
+	// recovers from (see ReplStream.Receive).
+	cfg.BuildContextWatcherHandler = func(pg *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pg.Conn()}
+	}
+	pg, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, &redactedError{msg: "protocol: connect to the source for replication: " + scrubPasswords(err.Error(), connString, cfg.Password), err: err}
+	}
+	v, err := parseServerVersion(pg.ParameterStatus("server_version"))
+	if err != nil {
+		pg.Close(ctx)
+		return nil, fmt.Errorf("protocol: connect to the source for replication: %w", err)
+	}
+	if v < 100000 {
+		pg.Close(ctx)
+		return nil, fmt.Errorf("protocol: logical replication with pgoutput needs PostgreSQL 10 or later (source is %s)", versionString(v))
+	}
+	return &ReplConn{pg: pg, version: v}, nil
+}
+
+// PgConn returns the underlying connection, for callers that need a
+// replication command this type does not wrap. Do not use it while streaming.
+func (c *ReplConn) PgConn() *pgconn.PgConn { return c.pg }
+
+// ServerVersion returns the source's server_version_num, e.g. 180004.
+func (c *ReplConn) ServerVersion() int { return c.version }
+
+// Close ends the connection (and a stream on it). The walsender exits on
+// Terminate also in copy-both mode.
+func (c *ReplConn) Close(ctx context.Context) error {
+	if c.stream != nil {
+		c.stream.release()
+	}
+	if c.spent == nil {
+		c.spent = ErrConnSpent
+	}
+	if err := c.pg.Close(ctx); err != nil {
+		return fmt.Errorf("protocol: close the replication connection: %w", err)
+	}
+	return nil
+}
+
+// ready reports whether the connection can take a command.
+func (c *ReplConn) ready() error {
+	if c.spent != nil {
+		return c.spent
+	}
+	if c.stream != nil {
+		return ErrConnSpent
+	}
+	return nil
+}
+
+// SystemInfo is the result of IDENTIFY_SYSTEM.
+type SystemInfo struct {
+	SystemID string // the cluster's system identifier
+	Timeline int32
+	XLogPos  LSN    // current WAL flush position
+	DBName   string // the database the connection is bound to
+}
+
+// IdentifySystem runs IDENTIFY_SYSTEM.
+func (c *ReplConn) IdentifySystem(ctx context.Context) (SystemInfo, error) {
+	if err := c.ready(); err != nil {
+		return SystemInfo{}, err
+	}
+	r, err := pglogrepl.IdentifySystem(ctx, c.pg)
+	if err != nil {
+		return SystemInfo{}, fmt.Errorf("protocol: IDENTIFY_SYSTEM: %w", err)
+	}
+	return SystemInfo{SystemID: r.SystemID, Timeline: r.Timeline, XLogPos: LSN(r.XLogPos), DBName: r.DBName}, nil
+}
+
+// parseServerVersion turns the server_version parameter ("15.18 (Debian
+// 15.18-0+deb12u1)", "18.4", "19devel", "9.6.24") into server_version_num.
+// server_version_num itself is not reported at startup; reading it would cost
+// a round trip.
+func parseServerVersion(s string) (int, error) {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if len(f) == 0 {
+		return 0, fmt.Errorf("protocol: unrecognised server_version %q", s)
+	}
+	major, err := strconv.Atoi(f[0])
+	if err != nil || major <= 0 {
+		return 0, fmt.Errorf("protocol: unrecognised server_version %q", s)
+	}
+	minor := 0
+	dot := len(f[0]) < len(s) && s[len(f[0])] == '.'
+	if len(f) > 1 && dot {
+		minor, _ = strconv.Atoi(f[1])
+	}
+	if major < 10 { // 9.6.24 is 90624
+		patch := 0
+		if len(f) > 2 {
+			patch, _ = strconv.Atoi(f[2])
+		}
+		return major*10000 + minor*100 + patch, nil
+	}
+	return major*10000 + minor, nil
+}
+
+// versionString formats server_version_num as people write it: 150018 is
+// "15.18", 90624 is "9.6.24".
+func versionString(v int) string {
+	if v < 100000 {
+		return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+	}
+	return fmt.Sprintf("%d.%d", v/10000, v%10000)
+}
+
+// execOne runs one simple-protocol command and returns its single result.
+func (c *ReplConn) execOne(ctx context.Context, sql string) (*pgconn.Result, error) {
+	results, err := c.pg.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(results) != 1 {
+		return nil, fmt.Errorf("expected 1 result, got %d", len(results))
+	}
+	return results[0], nil
+}
+
+// drainToReady reads up to ReadyForQuery after a command failed half way
+// (pglogrepl.StartReplication returns at the ErrorResponse), so that the
+// connection can take the next command. If that fails the connection is spent.
+func (c *ReplConn) drainToReady(ctx context.Context) {
+	for {
+		msg, err := c.pg.ReceiveMessage(ctx)
+		if err != nil {
+			c.spent = fmt.Errorf("protocol: the replication connection is unusable after a failed command: %w", err)
+			return
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			return
+		}
+	}
+}
+
+// redactedError carries a message scrubbed of passwords while keeping the
+// cause for errors.Is / errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// scrubPasswords masks in msg every password that connString (or extra) may
+// hold. pgconn redacts passwords in its own messages only on a best-effort
+// basis, and errors it wraps (net/url's) quote the input verbatim.
+func scrubPasswords(msg, connString string, extra ...string) string {
+	cands := append(passwordCandidates(connString), extra...)
+	for _, p := range cands {
+		if p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// passwordCandidates extracts what could be a password from a connection
+// string that may be malformed: the URL userinfo's password, a password
+// query parameter, and password=... key/value settings, raw and unescaped.
+func passwordCandidates(cs string) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		out = append(out, p)
+		if u, err := urlUnescape(p); err == nil && u != p {
+			out = append(out, u)
+		}
+	}
+	if i := strings.Index(cs, "://"); i >= 0 {
+		rest := cs[i+3:]
+		if q := strings.IndexAny(rest, "?#"); q >= 0 {
+			rest = rest[:q]
+		}
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
+				add(rest[colon+1 : at])
+			}
+		}
+	}
+	// password=value in key/value strings and in URL query parameters.
+	lower := strings.ToLower(cs)
+	for off := 0; ; {
+		i := strings.Index(lower[off:], "password")
+		if i < 0 {
+			break
+		}
+		j := off + i + len("password")
+		off = j
+		for j < len(cs) && (cs[j] == ' ' || cs[j] == '\t') {
+			j++
+		}
+		if j >= len(cs) || cs[j] != '=' {
+			continue
+		}
+		j++
+		for j < len(cs) && (cs[j] == ' ' || cs[j] == '\t') {
+			j++
+		}
+		if j < len(cs) && cs[j] == '\'' {
+			var b strings.Builder
+			k := j + 1
+			for ; k < len(cs) && cs[k] != '\''; k++ {
+				if cs[k] == '\\' && k+1 < len(cs) {
+					k++
+				}
+				b.WriteByte(cs[k])
+			}
+			add(b.String())
+			add(cs[j+1 : k])
+			continue
+		}
+		k := j
+		for k < len(cs) && cs[k] != ' ' && cs[k] != '\t' && cs[k] != '&' {
+			k++
+		}
+		add(cs[j:k])
+	}
+	return out
+}
+
+// urlUnescape decodes %XX escapes (and nothing else).
+func urlUnescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", errors.New("bad escape")
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", err
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}

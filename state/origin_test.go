@@ -1,0 +1,445 @@
+package state
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/testenv"
+)
+
+func TestOriginName(t *testing.T) {
+	tests := []struct {
+		applier string
+		want    string // "" means an error
+	}{
+		{"main", "walapply_main"},
+		{"Ünïcode-ok.1", "walapply_Ünïcode-ok.1"},
+		{"with space", "walapply_with space"},
+		{strings.Repeat("a", 54), "walapply_" + strings.Repeat("a", 54)},
+		{strings.Repeat("a", 55), ""},
+		{strings.Repeat("é", 27), "walapply_" + strings.Repeat("é", 27)}, // 54 bytes
+		{strings.Repeat("é", 28), ""},                                    // 56 bytes
+		{"", ""},
+		{"tab\there", ""},
+		{"nul\x00", ""},
+		{"bad\xffutf8", ""},
+	}
+	for _, tt := range tests {
+		got, err := OriginName(tt.applier)
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("OriginName(%q) = %q, want an error", tt.applier, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("OriginName(%q) = %q, %v; want %q", tt.applier, got, err, tt.want)
+		}
+	}
+}
+
+func connect(t *testing.T, c *testenv.Cluster) *pgx.Conn {
+	t.Helper()
+	conn, err := c.Connect(context.Background(), "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func wantProgress(t *testing.T, q Querier, name string, want protocol.LSN) {
+	t.Helper()
+	for _, flush := range []bool{false, true} {
+		got, exists, err := OriginProgress(context.Background(), q, name, flush)
+		if err != nil || !exists || got != want {
+			t.Fatalf("OriginProgress(flush=%v) = %s, %v, %v; want %s, true, nil", flush, got, exists, err, want)
+		}
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		c := testenv.NewCluster(t, testenv.Options{Version: version})
+		ctx := context.Background()
+		conn := connect(t, c)
+		name, err := OriginName("it's \"quoted\"")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if lsn, exists, err := OriginProgress(ctx, conn, name, true); err != nil || exists || lsn != 0 {
+			t.Fatalf("progress of a missing origin = %s, %v, %v", lsn, exists, err)
+		}
+
+		// Concurrent creation from several sessions: all succeed, one origin.
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			other := connect(t, c)
+			wg.Go(func() { errs[i] = EnsureOrigin(ctx, other, name) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent EnsureOrigin %d: %v", i, err)
+			}
+		}
+		if err := EnsureOrigin(ctx, conn, name); err != nil {
+			t.Fatalf("EnsureOrigin of an existing origin: %v", err)
+		}
+		var count int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_origin WHERE roname = $1", name).Scan(&count); err != nil || count != 1 {
+			t.Fatalf("origins named %q: %d, %v", name, count, err)
+		}
+		wantProgress(t, conn, name, protocol.InvalidLSN)
+
+		if _, err := conn.Exec(ctx, "CREATE TABLE t (v int)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := SessionSetup(ctx, conn, name); err != nil {
+			t.Fatal(err)
+		}
+		// One session at a time.
+		other := connect(t, c)
+		if err := SessionSetup(ctx, other, name); err == nil {
+			t.Fatal("a second session set up the same origin")
+		}
+
+		commitTime := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+		// Commit: the origin moves to the transaction's end LSN.
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := XactSetup(ctx, tx, 0x1_0000_1000, commitTime); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x1_0000_1000)
+
+		// Rollback after XactReset: neither the data nor the origin moves
+		// (without the reset, 16 and later advance it: see
+		// TestOriginAbortAdvances).
+		tx, err = conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (2)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, XactSetupSQL, protocol.LSN(0x1_0000_2000).String(), commitTime); err != nil {
+			t.Fatal(err)
+		}
+		if err := XactReset(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x1_0000_1000)
+
+		// PREPARE TRANSACTION advances the origin like a commit, and a
+		// standalone xact setup before COMMIT PREPARED advances it again.
+		tx, err = conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (3)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := XactSetup(ctx, tx, 0x1_0000_3000, commitTime); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "PREPARE TRANSACTION 'origin_test'"); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x1_0000_3000)
+		if err := XactSetup(ctx, conn, 0x1_0000_3100, commitTime); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "COMMIT PREPARED 'origin_test'"); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x1_0000_3100)
+		var rows int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil || rows != 2 {
+			t.Fatalf("rows in t: %d, %v; want 2", rows, err)
+		}
+
+		// An origin in use can be neither advanced nor dropped elsewhere.
+		if err := AdvanceOrigin(ctx, other, name, 0x500); err == nil {
+			t.Fatal("advanced an origin set up by another session")
+		}
+		if err := DropOrigin(ctx, other, name); err == nil {
+			t.Fatal("dropped an origin set up by another session")
+		}
+
+		if err := SessionReset(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+		if err := SessionReset(ctx, conn); err != nil {
+			t.Fatalf("SessionReset without an origin set up: %v", err)
+		}
+		if err := SessionSetup(ctx, other, name); err != nil {
+			t.Fatalf("setting up the origin after the first session reset it: %v", err)
+		}
+		if err := SessionReset(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+
+		// AdvanceOrigin moves the progress, backwards too, and is not undone
+		// by a rollback.
+		if err := AdvanceOrigin(ctx, conn, name, 0x500); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x500)
+		tx, err = conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := AdvanceOrigin(ctx, tx, name, 0x600); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0x600)
+
+		if err := DropOrigin(ctx, conn, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, exists, err := OriginProgress(ctx, conn, name, false); err != nil || exists {
+			t.Fatalf("origin exists after DropOrigin: %v, %v", exists, err)
+		}
+		if err := DropOrigin(ctx, conn, name); err != nil {
+			t.Fatalf("DropOrigin of a missing origin: %v", err)
+		}
+	})
+}
+
+// TestOriginAbortAdvances pins down the behaviour described under "Aborts
+// advance the origin" in the package documentation: from PostgreSQL 16 on,
+// a rolled-back transaction that ran XactSetupSQL advances the origin, and
+// XactReset before the rollback, or moving the progress back afterwards,
+// prevents or repairs it. If a PostgreSQL release changes this, the test says
+// so, and the documentation and the apply code must follow.
+func TestOriginAbortAdvances(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		c := testenv.NewCluster(t, testenv.Options{Version: version})
+		ctx := context.Background()
+		conn := connect(t, c)
+		name, _ := OriginName("abort")
+		if err := EnsureOrigin(ctx, conn, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := SessionSetup(ctx, conn, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "CREATE TABLE t (v int PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		// txn runs an insert of v with the origin set up for end, then
+		// rolls back; with reset, XactReset runs first.
+		txn := func(v int, end protocol.LSN, commit, reset bool) {
+			t.Helper()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "INSERT INTO t VALUES ($1)", v); err != nil {
+				t.Fatal(err)
+			}
+			if err := XactSetup(ctx, tx, end, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if reset {
+				if err := XactReset(ctx, tx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if commit {
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		txn(1, 0x1000, true, false)
+		wantProgress(t, conn, name, 0x1000)
+
+		txn(2, 0x2000, false, true)
+		wantProgress(t, conn, name, 0x1000)
+
+		txn(3, 0x3000, false, false)
+		if version >= 16 {
+			wantProgress(t, conn, name, 0x3000)
+			// The repair: reset the session, move the progress back.
+			if err := SessionReset(ctx, conn); err != nil {
+				t.Fatal(err)
+			}
+			if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := SessionSetup(ctx, conn, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantProgress(t, conn, name, 0x1000)
+
+		// The session variables outlive the transaction: XactSetup in a
+		// transaction without an xid writes no record, and a later abort
+		// without XactSetup uses the position still set (on 16 and later),
+		// unless XactReset cleared it.
+		abortWithoutSetup := func(v int) {
+			t.Helper()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO t VALUES ($1)", v); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := XactSetup(ctx, conn, 0x5000, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		abortWithoutSetup(5)
+		if version >= 16 {
+			wantProgress(t, conn, name, 0x5000)
+			if err := SessionReset(ctx, conn); err != nil {
+				t.Fatal(err)
+			}
+			if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := SessionSetup(ctx, conn, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantProgress(t, conn, name, 0x1000)
+		if err := XactSetup(ctx, conn, 0x6000, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := XactReset(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+		abortWithoutSetup(6)
+		wantProgress(t, conn, name, 0x1000)
+		var rows int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil || rows != 1 {
+			t.Fatalf("rows in t: %d, %v; want 1", rows, err)
+		}
+
+		// A COMMIT that fails on a deferred constraint after XactSetup
+		// advances the origin on 16 and later; SET CONSTRAINTS ALL
+		// IMMEDIATE before XactSetup makes the same failure happen first.
+		if _, err := conn.Exec(ctx, "CREATE TABLE d (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)"); err != nil {
+			t.Fatal(err)
+		}
+		failingCommit := func(end protocol.LSN, immediate bool) {
+			t.Helper()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "INSERT INTO d VALUES (1), (1)"); err != nil {
+				t.Fatal(err)
+			}
+			if immediate {
+				if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err == nil {
+					t.Fatal("SET CONSTRAINTS ALL IMMEDIATE passed a duplicate")
+				}
+				return // XactSetup is never reached
+			}
+			if err := XactSetup(ctx, tx, end, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err == nil {
+				t.Fatal("COMMIT passed a duplicate")
+			}
+		}
+		failingCommit(0x7000, true)
+		wantProgress(t, conn, name, 0x1000)
+		failingCommit(0x8000, false)
+		if version >= 16 {
+			wantProgress(t, conn, name, 0x8000)
+		} else {
+			wantProgress(t, conn, name, 0x1000)
+		}
+		if err := SessionReset(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+		if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
+			t.Fatal(err)
+		}
+
+		// A session that disconnects inside a transaction after XactSetup:
+		// its abort at exit advances the origin on 16 and later.
+		gone := connect(t, c)
+		var pid uint32
+		if err := gone.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := SessionSetup(ctx, gone, name); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"BEGIN", "INSERT INTO t VALUES (9)"} {
+			if _, err := gone.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := XactSetup(ctx, gone, 0x9000, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		gone.Close(ctx)
+		for {
+			var alive bool
+			if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
+				t.Fatal(err)
+			}
+			if !alive {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if version >= 16 {
+			wantProgress(t, conn, name, 0x9000)
+		} else {
+			wantProgress(t, conn, name, 0x1000)
+		}
+
+		// On every version, a commit without XactSetup records the
+		// position still set on the session.
+		if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := SessionSetup(ctx, conn, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := XactSetup(ctx, conn, 0xa000, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO t VALUES (10)"); err != nil {
+			t.Fatal(err)
+		}
+		wantProgress(t, conn, name, 0xa000)
+	})
+}
