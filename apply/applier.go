@@ -48,7 +48,9 @@ type Applier struct {
 	applied     protocol.LSN
 	appliedTime protocol.Timestamp
 	lastWasSkip bool
-	Stats       Stats
+	// outcome of the last Handle, for the run loop's FlushTracker
+	outcome Outcome
+	Stats   Stats
 
 	// reusable per-change buffers: no allocation per row once warm
 	params   [][]byte
@@ -77,6 +79,7 @@ func (a *Applier) InTransaction() bool { return a.machine.InTransaction() }
 // After an error the applier must be discarded: the target transaction has
 // been rolled back and the source must resend from the origin's progress.
 func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, error) {
+	a.outcome = Outcome{}
 	ev, err := a.machine.Step(msg)
 	if err != nil {
 		return ev, err
@@ -95,6 +98,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		// A transaction whose commit record starts before the end of the
 		// last applied one was applied already (DESIGN.md invariant 1).
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
+		a.outcome.Began = true
 		if !a.txn.skip {
 			a.sess.begin()
 		}
@@ -113,21 +117,63 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	case EvCommit:
 		c := msg.(*protocol.Commit)
 		if a.txn.skip {
-			a.lastWasSkip = true
-			a.Stats.TxnsSkipped.Add(1)
+			a.noteSkipped()
 			return ev, nil
 		}
-		a.queueOriginAdvance(c.EndLSN, c.CommitTime)
-		a.sess.queueSQL(opCommit, nil, "COMMIT")
-		if failed, err := a.sess.flush(ctx); err != nil {
-			return ev, a.failStmt(ctx, failed, err)
+		if err := a.commit(ctx, c.EndLSN, c.CommitTime); err != nil {
+			return ev, err
 		}
-		a.applied, a.appliedTime, a.lastWasSkip = c.EndLSN, c.CommitTime, false
-		a.Stats.TxnsApplied.Add(1)
+	case EvStreamStart, EvStreamStop, EvStreamChange, EvStreamCommit, EvStreamAbort:
+		return ev, a.handleStream(ctx, ev, msg)
+	case EvBeginPrepare, EvPrepare, EvCommitPrepared, EvRollbackPrepared, EvStreamPrepare:
+		return ev, a.handleTwoPhase(ctx, ev, msg)
 	default:
-		return ev, fmt.Errorf("%w: %s messages (streamed or two-phase transactions) are not applied by this version", ErrNotSupported, msg.Type())
+		return ev, fmt.Errorf("%w: %s messages", ErrNotSupported, msg.Type())
 	}
 	return ev, nil
+}
+
+// Outcome tells the run loop what the last Handle did to transactions, so
+// that it can keep the FlushTracker balanced: every Began is followed by
+// exactly one Applied, Skipped or Ended. A message that both starts and
+// ends a transaction on the target (Stream Commit, Commit Prepared,
+// Rollback Prepared) sets Began as well as its end.
+type Outcome struct {
+	Began   bool         // a source transaction started
+	Applied bool         // ... and was committed or prepared on the target, ending at End
+	Skipped bool         // ... and was skipped as already applied (DESIGN.md invariant 1)
+	Ended   bool         // ... and ended with nothing to commit on the target
+	End     protocol.LSN // with Applied: the source end LSN recorded in the origin
+}
+
+// LastOutcome returns the outcome of the last Handle.
+func (a *Applier) LastOutcome() Outcome { return a.outcome }
+
+// commit queues the origin advance and COMMIT of the open target
+// transaction, sends everything and records the new progress.
+func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+	a.queueOriginAdvance(end, at)
+	a.sess.queueSQL(opCommit, nil, "COMMIT")
+	if failed, err := a.sess.flush(ctx); err != nil {
+		return a.failStmt(ctx, failed, err)
+	}
+	a.noteApplied(end, at)
+	return nil
+}
+
+// noteApplied records that the source transaction ending at end is now
+// committed (or prepared) on the target.
+func (a *Applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
+	a.applied, a.appliedTime, a.lastWasSkip = end, at, false
+	a.Stats.TxnsApplied.Add(1)
+	a.outcome.Applied, a.outcome.End = true, end
+}
+
+// noteSkipped records that a source transaction was already applied.
+func (a *Applier) noteSkipped() {
+	a.lastWasSkip = true
+	a.Stats.TxnsSkipped.Add(1)
+	a.outcome.Skipped = true
 }
 
 // queueOriginAdvance records the source position inside the target

@@ -91,16 +91,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.Name == "" {
 		cfg.Name = cfg.Slot
 	}
-	switch cfg.Streaming {
-	case "", "off":
-		cfg.Streaming = "off"
-	case "on", "parallel":
-		return cfg, fmt.Errorf("%w: --streaming %s: applying streamed transactions is not yet supported by this version; use --streaming off (the source then sends large transactions whole at commit)", ErrNotSupported, cfg.Streaming)
-	default:
-		return cfg, fmt.Errorf("%w: --streaming %q: want off, on or parallel", ErrConfig, cfg.Streaming)
+	if err := checkStreamingConfig(&cfg); err != nil {
+		return cfg, err
 	}
-	if cfg.TwoPhase {
-		return cfg, fmt.Errorf("%w: --two-phase: applying prepared transactions is not yet supported by this version; run without it (prepared transactions then arrive at COMMIT PREPARED)", ErrNotSupported)
+	if err := checkTwoPhaseConfig(&cfg); err != nil {
+		return cfg, err
 	}
 	if cfg.FeedbackInterval <= 0 {
 		cfg.FeedbackInterval = time.Second

@@ -78,17 +78,19 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// For logical replication the XLogData start is the position of the
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
-	switch e {
-	case EvBegin:
+	_ = e
+	o := s.applier.LastOutcome()
+	if o.Began {
 		s.tracker.BeginTxn()
-	case EvCommit:
-		if s.applier.lastWasSkip {
-			s.tracker.SkippedTxn()
-		} else {
-			applied, _ := s.applier.Applied()
-			s.tracker.Applied(applied)
-			s.progressed = true
-		}
+	}
+	switch {
+	case o.Applied:
+		s.tracker.Applied(o.End)
+		s.progressed = true
+	case o.Skipped:
+		s.tracker.SkippedTxn()
+	case o.Ended:
+		s.tracker.EndTxn()
 	}
 	s.tracker.Received(ev.WALStart)
 	return nil

@@ -166,6 +166,12 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
 	s.tracker = state.NewFlushTracker(start)
+	if err := s.prepareStreaming(ctx); err != nil {
+		return err
+	}
+	if err := s.prepareTwoPhase(ctx); err != nil {
+		return err
+	}
 
 	s.stream, err = s.source.StartReplication(ctx, cfg.Slot, start, protocol.StreamOptions{
 		Publications: cfg.Publications,

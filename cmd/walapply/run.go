@@ -33,7 +33,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.publications, "publication", "", "publication(s) to replicate, comma-separated")
 	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
-	fs.StringVar(&c.Streaming, "streaming", "off", "streaming of large in-progress transactions: off, on or parallel")
+	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
 	fs.BoolVar(&c.Binary, "binary", false, "binary transfer of values where the source supports it (types must match exactly)")
 	fs.StringVar(&c.SpillDir, "spill-dir", "", "directory for spilled streamed transactions")
