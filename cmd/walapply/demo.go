@@ -60,18 +60,29 @@ func demoCmd(ctx context.Context, args []string) error {
 	if err := source.Exec(ctx, `CREATE PUBLICATION demo FOR TABLE customers, orders`); err != nil {
 		return err
 	}
-	say("schema created on both; publication \"demo\" on the source")
+	// The slot exists before the first write, so that nothing written
+	// before the applier connects is missed.
+	if err := source.Exec(ctx, `SELECT pg_create_logical_replication_slot('demo', 'pgoutput')`); err != nil {
+		return err
+	}
+	say("schema created on both; publication \"demo\" and slot \"demo\" on the source")
 
 	cfg := apply.Config{
 		Source: source.ConnString("postgres"), Target: target.ConnString("postgres"),
 		Slot: "demo", CreateSlot: true, Publications: []string{"demo"},
 		ProgressInterval: time.Second, FeedbackInterval: 200 * time.Millisecond, Logger: log,
 	}
-	say("running: walapply run --source %s --target %s --slot demo --create-slot --publication demo", source.ConnString("postgres"), target.ConnString("postgres"))
+	say("running: walapply run --source %s --target %s --slot demo --publication demo", source.ConnString("postgres"), target.ConnString("postgres"))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- apply.Run(runCtx, cfg) }()
-	defer func() { stop(); <-done }()
+	running := true
+	defer func() {
+		if running {
+			stop()
+			<-done
+		}
+	}()
 
 	say("writing on the source for %s", *seconds)
 	src, err := source.Connect(ctx, "postgres")
@@ -88,10 +99,10 @@ func demoCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	stop()
+	running = false
 	if err := <-done; err != nil {
 		return err
 	}
-	done <- nil
 
 	say("comparing source and target row by row")
 	total := 0
