@@ -50,7 +50,13 @@ type Applier struct {
 	lastWasSkip bool
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome Outcome
+	stream  streamState // streamed transactions (stream.go)
 	Stats   Stats
+
+	// group commit (group.go)
+	grouping       bool
+	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
+	group          txnGroup
 
 	// reusable per-change buffers: no allocation per row once warm
 	params   [][]byte
@@ -84,6 +90,13 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	if err != nil {
 		return ev, err
 	}
+	if a.group.count > 0 && ev.needsOwnTransaction() {
+		// Step has already opened the new transaction; the group ended
+		// with the previous message.
+		if err := a.flushGroup(ctx); err != nil {
+			return ev, err
+		}
+	}
 	switch ev {
 	case EvNone, EvMessage:
 	case EvRelation:
@@ -99,7 +112,8 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		// last applied one was applied already (DESIGN.md invariant 1).
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
 		a.outcome.Began = true
-		if !a.txn.skip {
+		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
+		if !a.txn.skip && a.group.count == 0 {
 			a.sess.begin()
 		}
 	case EvChange:
@@ -120,7 +134,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 			a.noteSkipped()
 			return ev, nil
 		}
-		if err := a.commit(ctx, c.EndLSN, c.CommitTime); err != nil {
+		if err := a.endGrouped(ctx, c.EndLSN, c.CommitTime); err != nil {
 			return ev, err
 		}
 	case EvStreamStart, EvStreamStop, EvStreamChange, EvStreamCommit, EvStreamAbort:
@@ -144,20 +158,30 @@ type Outcome struct {
 	Skipped bool         // ... and was skipped as already applied (DESIGN.md invariant 1)
 	Ended   bool         // ... and ended with nothing to commit on the target
 	End     protocol.LSN // with Applied: the source end LSN recorded in the origin
+	// Count is how many source transactions the Applied commit covered
+	// (group commit); 0 means 1.
+	Count int
 }
 
 // LastOutcome returns the outcome of the last Handle.
 func (a *Applier) LastOutcome() Outcome { return a.outcome }
 
 // commit queues the origin advance and COMMIT of the open target
-// transaction, sends everything and records the new progress.
+// transaction, sends everything and records the new progress. Source
+// transactions grouped into the target transaction are committed with it.
 func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+	n := a.group.count + 1
+	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
+	// a transaction that aborts after it still advances the origin.
 	a.queueOriginAdvance(end, at)
 	a.sess.queueSQL(opCommit, nil, "COMMIT")
 	if failed, err := a.sess.flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
+	a.group = txnGroup{}
 	a.noteApplied(end, at)
+	a.outcome.Count = n
+	a.Stats.TxnsApplied.Add(int64(n - 1))
 	return nil
 }
 
@@ -187,18 +211,24 @@ func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 // Abandon rolls back a transaction in progress (on shutdown): nothing of it
 // was committed, and the source resends it.
 func (a *Applier) Abandon(ctx context.Context) error {
-	if !a.machine.InTransaction() || a.txn.skip {
+	if (!a.machine.InTransaction() || a.txn.skip) && a.group.count == 0 {
 		return nil
 	}
 	a.machine.Reset()
+	a.group = txnGroup{}
 	return a.sess.rollback(ctx)
 }
 
 func (a *Applier) fail(ctx context.Context, err error) error {
 	var te *TxnError
 	if !errors.As(err, &te) {
-		err = &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+		te = &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+		err = te
 	}
+	if a.group.count > 0 && te.CommitLSN != a.group.firstLSN {
+		te.Grouped = true
+	}
+	a.group = txnGroup{}
 	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
 		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
 	}
@@ -206,8 +236,14 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 }
 
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err, Grouped: a.group.count > 0}
 	if q != nil {
+		if q.xid != 0 {
+			te.Xid, te.CommitLSN = q.xid, q.commitLSN
+		}
+		// Only a failure in a later transaction of the group makes the
+		// group matter for the retry (see Run).
+		te.Grouped = te.Grouped && q.commitLSN != a.group.firstLSN
 		te.Op = q.op.String()
 		if q.rel != nil {
 			te.Relation = q.rel.String()
@@ -225,7 +261,7 @@ func (a *Applier) rowMissing(q *queuedStmt, key string) {
 		kind = "delete_missing"
 	}
 	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.String()).Str("key", key).
-		Uint32("xid", a.txn.xid).Stringer("commit_lsn", a.txn.finalLSN).
+		Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).
 		Msg("row to change not found on the target; skipped")
 }
 

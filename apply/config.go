@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -28,19 +29,33 @@ type Config struct {
 	// Name names this applier (default: the slot name) and, from it, the
 	// target's replication origin.
 	Name string
-	// Streaming is "off", "on" or "parallel"; TwoPhase asks for two-phase
-	// decoding. This version applies neither yet and refuses to start when
-	// asked (streamed and prepared transactions would otherwise be lost).
+	// Streaming is "off", "on" or "parallel" (applied like "on", through
+	// spill files; see stream.go); "" means "on" where the source supports
+	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming string
 	TwoPhase  bool
 	// Binary asks for binary-format values where the source can send them.
 	Binary bool
-	// SpillDir is where streamed transactions are spilled.
+	// SpillDir is where streamed transactions are spilled (default:
+	// $XDG_STATE_HOME/walapply/<name>/spill, or under ~/.local/state).
+	// SpillFS is the filesystem it is on (default state.OSFS; tests inject
+	// faults through state.FaultFS).
 	SpillDir string
+	SpillFS  state.FS
 	// AllowTimelineChange accepts a source whose timeline differs from the
 	// one recorded for this applier (after a failover to a promoted standby
 	// of the same cluster).
 	AllowTimelineChange bool
+
+	// GroupCommit folds consecutive source transactions into one target
+	// transaction (see group.go); on by default through NoGroupCommit.
+	NoGroupCommit bool
+	// GroupMaxWait bounds how long a group stays open (default 50ms).
+	GroupMaxWait time.Duration
+
+	// noGroupThrough disables grouping up to a failed transaction, for
+	// the retry after a permanent error in a group.
+	noGroupThrough protocol.LSN
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged
@@ -96,6 +111,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if err := checkTwoPhaseConfig(&cfg); err != nil {
 		return cfg, err
+	}
+	if cfg.GroupMaxWait <= 0 {
+		cfg.GroupMaxWait = 50 * time.Millisecond
 	}
 	if cfg.FeedbackInterval <= 0 {
 		cfg.FeedbackInterval = time.Second

@@ -45,6 +45,9 @@ type TxnError struct {
 	Relation  string       // may be empty
 	Op        string       // INSERT, UPDATE, DELETE, TRUNCATE, COMMIT, ...
 	Err       error
+	// Grouped: earlier source transactions shared the failed target
+	// transaction (group commit) and were rolled back with it.
+	Grouped bool
 }
 
 func (e *TxnError) Error() string {

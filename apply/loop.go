@@ -25,6 +25,10 @@ func (s *session) loop(ctx context.Context) error {
 	var ev protocol.StreamEvent
 	for {
 		if ctx.Err() != nil {
+			// A clean stop: commit what is complete, confirm it (close()).
+			if err := s.flushGroup(applyCtx); err != nil {
+				return err
+			}
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextFeedback) {
@@ -37,14 +41,26 @@ func (s *session) loop(ctx context.Context) error {
 				lastProgress = now
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextFeedback)
+		deadline := nextFeedback
+		if s.applier.GroupOpen() {
+			// Close the group as soon as the stream has nothing more at hand.
+			for _, d := range []time.Time{time.Now().Add(time.Millisecond), s.applier.GroupOpenedAt().Add(cfg.GroupMaxWait)} {
+				if d.Before(deadline) {
+					deadline = d
+				}
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		err := s.stream.Receive(rctx, &ev)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				continue // flushes the group, then stops
 			}
 			if protocol.IsTimeout(err) {
+				if err := s.flushGroup(applyCtx); err != nil {
+					return err
+				}
 				continue
 			}
 			return fmt.Errorf("receiving from the source: %w", err)
@@ -72,6 +88,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	if err != nil {
 		return &PermanentError{fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
 	}
+	s.applier.stream.raw = ev.Data // spilled as received (stream.go)
 	e, err := s.applier.Handle(ctx, msg)
 	if err != nil {
 		return err
@@ -80,20 +97,39 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
 	_ = e
-	o := s.applier.LastOutcome()
+	s.track(s.applier.LastOutcome())
+	s.tracker.Received(ev.WALStart)
+	return nil
+}
+
+// track keeps the FlushTracker balanced with what the applier did.
+func (s *session) track(o Outcome) {
 	if o.Began {
 		s.tracker.BeginTxn()
 	}
 	switch {
 	case o.Applied:
-		s.tracker.Applied(o.End)
+		for i := max(o.Count, 1); i > 0; i-- {
+			s.tracker.Applied(o.End)
+		}
 		s.progressed = true
 	case o.Skipped:
 		s.tracker.SkippedTxn()
 	case o.Ended:
 		s.tracker.EndTxn()
 	}
-	s.tracker.Received(ev.WALStart)
+}
+
+// flushGroup commits the applier's open group, if any.
+func (s *session) flushGroup(ctx context.Context) error {
+	if !s.applier.GroupOpen() {
+		return nil
+	}
+	s.applier.outcome = Outcome{}
+	if err := s.applier.FlushGroup(ctx); err != nil {
+		return err
+	}
+	s.track(s.applier.LastOutcome())
 	return nil
 }
 

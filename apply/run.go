@@ -33,6 +33,14 @@ func Run(ctx context.Context, c Config) error {
 		if err == nil {
 			return nil
 		}
+		var te *TxnError
+		if errors.As(err, &te) && te.Grouped && cfg.noGroupThrough < te.CommitLSN {
+			// Apply what came before the failed transaction one by one,
+			// so that the error stops exactly at it (see group.go).
+			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group; retrying without grouping up to it")
+			cfg.noGroupThrough = te.CommitLSN
+			continue
+		}
 		if !IsTransient(err) {
 			return err
 		}
@@ -85,6 +93,7 @@ func (s *session) close() {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
 	}
+	s.closeStreaming()
 	if s.stream != nil && s.tracker != nil && s.control != nil {
 		// A last confirmation of what is durable, so the source can recycle WAL.
 		if err := s.feedback(ctx, true); err != nil {
@@ -165,6 +174,7 @@ func (s *session) connect(ctx context.Context) error {
 		return fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
 	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
+	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.tracker = state.NewFlushTracker(start)
 	if err := s.prepareStreaming(ctx); err != nil {
 		return err

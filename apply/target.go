@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
 )
 
 // Bounds of one batch of queued statements. A transaction larger than this
@@ -38,10 +39,12 @@ func (o opKind) String() string { return opNames[o] }
 // queuedStmt remembers what a statement in the batch was for, so that its
 // result can be checked and an error reported with the relation it concerns.
 type queuedStmt struct {
-	op       opKind
-	rel      *relEntry
-	keyStart int // the row's key, rendered into targetSession.keys, for messages
-	keyEnd   int
+	op        opKind
+	rel       *relEntry
+	keyStart  int // the row's key, rendered into targetSession.keys, for messages
+	keyEnd    int
+	xid       uint32       // the source transaction it belongs to
+	commitLSN protocol.LSN // ... and its commit LSN
 }
 
 // targetSession is the connection that applies changes on the target. It
@@ -61,6 +64,11 @@ type targetSession struct {
 
 	// missing is called for an UPDATE or DELETE that found no row.
 	missing func(q *queuedStmt, key string)
+
+	// txnXid and txnLSN name the source transaction whose statements are
+	// being queued, for messages about them.
+	txnXid uint32
+	txnLSN protocol.LSN
 }
 
 // sessionSetupSQL makes the target session behave like PostgreSQL's apply
@@ -124,13 +132,13 @@ func (s *targetSession) begin() {
 
 func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {
 	s.batch.ExecParams(sql, nil, nil, nil, nil)
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel})
+	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN})
 	s.bytes += len(sql)
 }
 
 func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	s.batch.ExecStatement(sd, params, formats, nil)
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd})
+	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN})
 	for _, p := range params {
 		s.bytes += len(p) + 8
 	}
