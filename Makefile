@@ -54,3 +54,16 @@ demo:
 
 clean:
 	rm -rf bin
+
+# Side-by-side drain benchmark of walapply and the built-in subscriber
+# (issue 6, bench/): `make bench` is the full run (PostgreSQL 15 and 18, 3
+# runs each; long) and leaves the Markdown table in bin/benchmarks.md;
+# `make bench-smoke` is a tiny run. BENCH_FLAGS adds flags, e.g.
+# BENCH_FLAGS='--versions 18 --workloads pgbench,small --runs 5'.
+BENCH_FLAGS ?=
+.PHONY: bench bench-smoke
+bench:
+	@mkdir -p bin
+	$(GO) run ./bench/cmd/walbench --markdown bin/benchmarks.md $(BENCH_FLAGS)
+bench-smoke:
+	$(GO) run ./bench/cmd/walbench --runs 1 --scale 0.01 --versions 18 $(BENCH_FLAGS)

@@ -18,11 +18,14 @@ var ErrNotSupported = errors.New("apply: not supported")
 type Stats struct {
 	TxnsApplied atomic.Int64
 	TxnsSkipped atomic.Int64 // already applied before a restart
+	Commits     atomic.Int64 // target transactions committed (group commit folds several source transactions into one)
 	Inserts     atomic.Int64
 	Updates     atomic.Int64
 	Deletes     atomic.Int64
 	Truncates   atomic.Int64
 	MissingRows atomic.Int64 // UPDATE/DELETE that found no row (logged and skipped)
+	// Conflicts counts conflicts by kind (observe.go).
+	Conflicts ConflictStats
 }
 
 // openTxn is the source transaction being applied.
@@ -50,10 +53,13 @@ type Applier struct {
 	lastWasSkip bool
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome Outcome
-	stream  streamState // streamed transactions (stream.go)
+	stream  streamState   // streamed transactions (stream.go)
+	tp      twoPhaseState // two-phase transactions (prepare.go)
 	Stats   Stats
 
-	// group commit (group.go)
+	// group commit (group.go) and net-effect compaction (compact.go)
+	net            *compactor
+	compaction     bool
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
 	group          txnGroup
@@ -68,7 +74,7 @@ type Applier struct {
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
 func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *Applier {
-	a := &Applier{log: log, machine: NewTxnMachine(), rels: NewRelationCache(binary), sess: sess, applied: applied}
+	a := &Applier{log: log, machine: NewTxnMachine(), rels: NewRelationCache(binary), sess: sess, applied: applied, net: newCompactor()}
 	sess.missing = a.rowMissing
 	return a
 }
@@ -90,10 +96,14 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	if err != nil {
 		return ev, err
 	}
-	if a.group.count > 0 && ev.needsOwnTransaction() {
+	if ev.needsOwnTransaction() {
 		// Step has already opened the new transaction; the group ended
-		// with the previous message.
+		// with the previous message. Its work, and the batch in flight,
+		// must be done before the connection is used for anything else.
 		if err := a.flushGroup(ctx); err != nil {
+			return ev, err
+		}
+		if err := a.Settle(ctx); err != nil {
 			return ev, err
 		}
 	}
@@ -101,6 +111,11 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	case EvNone, EvMessage:
 	case EvRelation:
 		rel := *msg.(*protocol.Relation)
+		if a.net.hasRelation(rel.RelationID) {
+			if err := a.writeOut(ctx); err != nil {
+				return ev, a.fail(ctx, err)
+			}
+		}
 		a.rels.PutRelation(&rel)
 	case EvType:
 		a.rels.PutType(msg.(*protocol.TypeMessage))
@@ -120,7 +135,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		if a.txn.skip {
 			return ev, nil
 		}
-		if err := a.change(ctx, msg); err != nil {
+		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
 		}
 		if a.sess.full() {
@@ -170,19 +185,44 @@ func (a *Applier) LastOutcome() Outcome { return a.outcome }
 // transaction, sends everything and records the new progress. Source
 // transactions grouped into the target transaction are committed with it.
 func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+	if err := a.writeOut(ctx); err != nil {
+		return a.fail(ctx, err)
+	}
 	n := a.group.count + 1
 	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
 	// a transaction that aborts after it still advances the origin.
 	a.queueOriginAdvance(end, at)
 	a.sess.queueSQL(opCommit, nil, "COMMIT")
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.group = txnGroup{}
+	// Sent without waiting: the target executes it while the next
+	// messages are received and queued. Its result is read before the
+	// next batch goes out (Settle), and only then does it count as applied.
+	if failed, err := a.sess.sendAsync(ctx, &commitMark{end: end, at: at, count: n}); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
-	a.group = txnGroup{}
-	a.noteApplied(end, at)
-	a.outcome.Count = n
-	a.Stats.TxnsApplied.Add(int64(n - 1))
+	a.collect()
 	return nil
+}
+
+// Settle waits for the batch in flight and records the commit it carried.
+// The connection is then free for other statements.
+func (a *Applier) Settle(ctx context.Context) error {
+	if failed, err := a.sess.drain(ctx); err != nil {
+		return a.failStmt(ctx, failed, err)
+	}
+	a.collect()
+	return nil
+}
+
+// collect records the commits that drained batches confirmed.
+func (a *Applier) collect() {
+	for _, m := range a.sess.done {
+		a.Stats.Commits.Add(1)
+		a.noteApplied(m.end, m.at)
+		a.outcome.Count += m.count
+		a.Stats.TxnsApplied.Add(int64(m.count - 1))
+	}
+	a.sess.done = a.sess.done[:0]
 }
 
 // noteApplied records that the source transaction ending at end is now
@@ -211,11 +251,12 @@ func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 // Abandon rolls back a transaction in progress (on shutdown): nothing of it
 // was committed, and the source resends it.
 func (a *Applier) Abandon(ctx context.Context) error {
-	if (!a.machine.InTransaction() || a.txn.skip) && a.group.count == 0 {
+	if (!a.machine.InTransaction() || a.txn.skip) && a.group.count == 0 && !a.sess.busy() {
 		return nil
 	}
 	a.machine.Reset()
 	a.group = txnGroup{}
+	a.net = newCompactor()
 	return a.sess.rollback(ctx)
 }
 
@@ -229,6 +270,8 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 		te.Grouped = true
 	}
 	a.group = txnGroup{}
+	a.sess.done = a.sess.done[:0]
+	a.net = newCompactor()
 	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
 		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
 	}
@@ -236,14 +279,14 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 }
 
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err, Grouped: a.group.count > 0}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
 	if q != nil {
 		if q.xid != 0 {
 			te.Xid, te.CommitLSN = q.xid, q.commitLSN
 		}
-		// Only a failure in a later transaction of the group makes the
+		// Only a failure in a later transaction of a group makes the
 		// group matter for the retry (see Run).
-		te.Grouped = te.Grouped && q.commitLSN != a.group.firstLSN
+		te.Grouped = q.commitLSN != q.firstLSN
 		te.Op = q.op.String()
 		if q.rel != nil {
 			te.Relation = q.rel.String()
@@ -254,15 +297,62 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's
 // subscriber, it is skipped (update_missing / delete_missing).
-func (a *Applier) rowMissing(q *queuedStmt, key string) {
-	a.Stats.MissingRows.Add(1)
+func (a *Applier) rowMissing(q *queuedStmt, n int, key string) {
+	a.Stats.MissingRows.Add(int64(n))
 	kind := "update_missing"
 	if q.op == opDelete {
 		kind = "delete_missing"
 	}
+	for i := 0; i < n; i++ {
+		a.Stats.Conflicts.Add(kind)
+	}
+	if q.rows > 1 {
+		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.rows, key)
+	}
 	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.String()).Str("key", key).
 		Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).
 		Msg("row to change not found on the target; skipped")
+}
+
+// changeNet folds a change into the net state of the group when that is
+// safe (compact.go), and otherwise queues it as it comes.
+func (a *Applier) changeNet(ctx context.Context, msg protocol.Message) error {
+	if !a.compaction || !a.grouping || a.machine.state != stateInTxn || a.txn.finalLSN <= a.noGroupThrough {
+		return a.change(ctx, msg)
+	}
+	var relid uint32
+	switch m := msg.(type) {
+	case *protocol.Insert:
+		relid = m.RelationID
+	case *protocol.Update:
+		relid = m.RelationID
+	case *protocol.Delete:
+		relid = m.RelationID
+	default: // TRUNCATE: everything pending goes first
+		if err := a.writeOut(ctx); err != nil {
+			return err
+		}
+		return a.change(ctx, msg)
+	}
+	e, err := a.relation(ctx, relid, msg.Type().String())
+	if err != nil {
+		return err
+	}
+	if !compactable(e) {
+		// Applied in order; other tables' pending rows may come later,
+		// which nothing can tell apart on the replica session.
+		return a.change(ctx, msg)
+	}
+	if a.net.add(e, msg) {
+		if a.net.n >= maxCompactRows || len(a.net.arena) >= maxBatchBytes {
+			return a.writeOut(ctx)
+		}
+		return nil
+	}
+	if err := a.writeOut(ctx); err != nil {
+		return err
+	}
+	return a.change(ctx, msg)
 }
 
 // change queues one DML message.
@@ -281,6 +371,12 @@ func (a *Applier) change(ctx context.Context, msg protocol.Message) error {
 }
 
 func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEntry, error) {
+	if e := a.rels.rels[relid]; e != nil && !e.mapped && a.sess.busy() {
+		// The catalog lookup needs the connection.
+		if err := a.Settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	e, err := a.rels.get(ctx, a.sess.conn, relid)
 	if err != nil {
 		rel := ""

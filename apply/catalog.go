@@ -29,6 +29,11 @@ type targetTable struct {
 	Partition bool   // relkind 'p': a partitioned table
 	Columns   []targetColumn
 	byName    map[string]int
+	// KeyOnlyUnique: the table has exactly one unique index (or
+	// constraint) and no exclusion constraint; UniqueCols are its columns.
+	// Net-effect compaction (compact.go) needs that.
+	KeyOnlyUnique bool
+	UniqueCols    map[string]bool
 }
 
 func (t *targetTable) column(name string) (int, bool) {
@@ -85,6 +90,9 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 	}
 	if !found {
 		return nil, false, nil
+	}
+	if err := lookupUniqueIndexes(ctx, q, t); err != nil {
+		return nil, false, err
 	}
 	oids := make([]uint32, 0, len(t.Columns))
 	for _, c := range t.Columns {
@@ -250,4 +258,46 @@ func resolveEquality(nodes map[uint32]*typeNode, oids []uint32) map[uint32]equal
 		out[o] = e
 	}
 	return out
+}
+
+// uniqueIndexSQL lists the columns of each unique index and exclusion
+// constraint of a table (expression columns show as NULL).
+const uniqueIndexSQL = `
+SELECT i.indisexclusion, ARRAY(SELECT a.attname FROM unnest(i.indkey) WITH ORDINALITY k(attnum, n)
+       LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+       ORDER BY k.n)::text[], i.indexprs IS NOT NULL OR i.indpred IS NOT NULL
+FROM pg_catalog.pg_index i
+WHERE i.indrelid = $1 AND (i.indisunique OR i.indisexclusion)`
+
+func lookupUniqueIndexes(ctx context.Context, q querier, t *targetTable) error {
+	rows, err := q.Query(ctx, uniqueIndexSQL, t.OID)
+	if err != nil {
+		return fmt.Errorf("reading the unique indexes of target table %s: %w", t.Quoted, err)
+	}
+	defer rows.Close()
+	n, ok := 0, true
+	for rows.Next() {
+		var excl, partial bool
+		var cols []*string
+		if err := rows.Scan(&excl, &cols, &partial); err != nil {
+			return fmt.Errorf("reading the unique indexes of target table %s: %w", t.Quoted, err)
+		}
+		n++
+		if excl || partial {
+			ok = false
+		}
+		t.UniqueCols = map[string]bool{}
+		for _, c := range cols {
+			if c == nil {
+				ok = false
+				continue
+			}
+			t.UniqueCols[*c] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the unique indexes of target table %s: %w", t.Quoted, err)
+	}
+	t.KeyOnlyUnique = ok && n == 1
+	return nil
 }

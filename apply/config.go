@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -34,8 +35,19 @@ type Config struct {
 	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming string
 	TwoPhase  bool
+	// GIDMode chooses the GIDs of prepared transactions on the target (see
+	// twophase.Mode); the default derives them from Name and the source xid.
+	GIDMode twophase.Mode
 	// Binary asks for binary-format values where the source can send them.
 	Binary bool
+	// Origin filters changes by where they came from: "none" asks the
+	// source (PostgreSQL 16+) for only the changes made on it, leaving out
+	// those that were themselves replicated into it under a replication
+	// origin (by walapply or a subscription), which is what lets two
+	// databases replicate to each other without changes going round in
+	// circles; "any" (the default, also "") sends everything. See
+	// docs/TOPOLOGIES.md.
+	Origin string
 	// SpillDir is where streamed transactions are spilled (default:
 	// $XDG_STATE_HOME/walapply/<name>/spill, or under ~/.local/state).
 	// SpillFS is the filesystem it is on (default state.OSFS; tests inject
@@ -50,6 +62,9 @@ type Config struct {
 	// GroupCommit folds consecutive source transactions into one target
 	// transaction (see group.go); on by default through NoGroupCommit.
 	NoGroupCommit bool
+	// NoCompaction turns off net-effect compaction within groups
+	// (compact.go): every source change becomes its own statement.
+	NoCompaction bool
 	// GroupMaxWait bounds how long a group stays open (default 50ms).
 	GroupMaxWait time.Duration
 
@@ -68,6 +83,8 @@ type Config struct {
 	// OnProgress, if set, is called from the run loop after every feedback
 	// round with the current positions. It must not block.
 	OnProgress func(Progress)
+	// Observer, if set, watches the run: for metrics and probes (observe.go).
+	Observer Observer
 }
 
 // Progress is a snapshot of where the applier is.
@@ -79,7 +96,16 @@ type Progress struct {
 	Connected     bool
 	InTransaction bool
 	TxnsApplied   int64
+	Commits       int64 // target commits (group commit makes them fewer)
 	Rows          int64
+	// LastOrigin names the replication origin the source reported (in an
+	// Origin message) for the last transaction it sent in full since the
+	// applier connected: empty when that transaction was made on the
+	// source itself, the writer's origin name (e.g. "walapply_<name>" or
+	// "pg_<subscription oid>") when it had been replicated into the
+	// source. Never set with Origin "none", which filters such
+	// transactions out.
+	LastOrigin string
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -105,6 +131,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Slot
+	}
+	if err := checkOriginConfig(&cfg); err != nil {
+		return cfg, err
 	}
 	if err := checkStreamingConfig(&cfg); err != nil {
 		return cfg, err

@@ -128,6 +128,9 @@ func IsTransient(err error) bool {
 	if errors.As(err, &decodeErr) {
 		return false
 	}
+	if errors.Is(err, protocol.ErrUnsupported) {
+		return false // an option the source is too old for (e.g. origin "none" before PostgreSQL 16)
+	}
 	if errors.Is(err, protocol.ErrStreamEnded) {
 		return true // the source shut down or restarted
 	}

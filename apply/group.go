@@ -54,15 +54,28 @@ func (e Event) needsOwnTransaction() bool {
 // (Once the next transaction has begun, the group waits for its commit.)
 func (a *Applier) GroupOpen() bool { return a.group.count > 0 && !a.machine.InTransaction() }
 
+// Pending reports whether work waits to be committed or confirmed: an
+// open group, or a batch in flight between source transactions.
+func (a *Applier) Pending() bool {
+	return !a.machine.InTransaction() && (a.group.count > 0 || a.sess.busy())
+}
+
 // GroupOpenedAt is when the open group started.
 func (a *Applier) GroupOpenedAt() time.Time { return a.group.opened }
 
-// FlushGroup commits the open group, if GroupOpen.
+// FlushGroup commits the open group, if GroupOpen, and waits for the
+// target to confirm it (and anything else in flight): the run loop calls it
+// when the stream is idle, so that progress is confirmed promptly.
 func (a *Applier) FlushGroup(ctx context.Context) error {
-	if !a.GroupOpen() {
+	if a.GroupOpen() {
+		if err := a.flushGroup(ctx); err != nil {
+			return err
+		}
+	}
+	if a.machine.InTransaction() {
 		return nil
 	}
-	return a.flushGroup(ctx)
+	return a.Settle(ctx)
 }
 
 // flushGroup commits the group; no source transaction may be in progress.

@@ -200,8 +200,10 @@ func faultLoop(t *testing.T, workload <-chan error, min int, fault func(i int)) 
 			}
 			return n
 		case <-time.After(time.Duration(300+rand.IntN(1200)) * time.Millisecond):
-			fault(n)
-			n++
+			if n < 3*min {
+				fault(n)
+				n++
+			}
 		}
 	}
 }

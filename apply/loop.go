@@ -42,9 +42,13 @@ func (s *session) loop(ctx context.Context) error {
 			}
 		}
 		deadline := nextFeedback
-		if s.applier.GroupOpen() {
+		if s.applier.Pending() {
 			// Close the group as soon as the stream has nothing more at hand.
-			for _, d := range []time.Time{time.Now().Add(time.Millisecond), s.applier.GroupOpenedAt().Add(cfg.GroupMaxWait)} {
+			opened := s.applier.GroupOpenedAt()
+			if !s.applier.GroupOpen() {
+				opened = time.Now()
+			}
+			for _, d := range []time.Time{time.Now().Add(time.Millisecond), opened.Add(cfg.GroupMaxWait)} {
 				if d.Before(deadline) {
 					deadline = d
 				}
@@ -96,7 +100,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// For logical replication the XLogData start is the position of the
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
-	_ = e
+	s.origins.observe(e, msg)
 	s.track(s.applier.LastOutcome())
 	s.tracker.Received(ev.WALStart)
 	return nil
@@ -120,11 +124,9 @@ func (s *session) track(o Outcome) {
 	}
 }
 
-// flushGroup commits the applier's open group, if any.
+// flushGroup commits the applier's open group, if any, and settles the
+// batch in flight.
 func (s *session) flushGroup(ctx context.Context) error {
-	if !s.applier.GroupOpen() {
-		return nil
-	}
 	s.applier.outcome = Outcome{}
 	if err := s.applier.FlushGroup(ctx); err != nil {
 		return err
@@ -150,6 +152,8 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 	if s.cfg.OnProgress != nil {
 		s.cfg.OnProgress(s.progress(f))
 	}
+	s.observe(f)
+	s.checkLeftovers(ctx) // prepare_recover.go
 	_ = final
 	return nil
 }
@@ -164,7 +168,9 @@ func (s *session) progress(flushed protocol.LSN) Progress {
 		Connected:     true,
 		InTransaction: s.applier.InTransaction(),
 		TxnsApplied:   st.TxnsApplied.Load(),
+		Commits:       st.Commits.Load(),
 		Rows:          st.Inserts.Load() + st.Updates.Load() + st.Deletes.Load(),
+		LastOrigin:    s.origins.last,
 	}
 	if at != 0 {
 		p.LastCommitAt = at.Time()

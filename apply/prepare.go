@@ -1,24 +1,170 @@
 package apply
 
+// Two-phase transactions.
+//
+// With --two-phase the source sends a prepared transaction when it is
+// prepared (Begin Prepare, changes, Prepare; or Stream Prepare for one that
+// was streamed) and its outcome later (Commit Prepared, Rollback Prepared).
+// The applier reproduces both steps on the target, as PostgreSQL's
+// subscriber does (worker.c, apply_handle_prepare and friends):
+//
+//   - Begin Prepare opens a target transaction like Begin; the changes go
+//     into it; Prepare ends it with the origin set up to the Prepare's end
+//     LSN as its last statement and PREPARE TRANSACTION under the target
+//     GID (twophase.TargetGID: derived from the applier's name and the
+//     source xid unless --gid-mode source). The origin advances with the
+//     PREPARE, so after a restart the source sends only the outcome.
+//   - Commit Prepared / Rollback Prepared set the origin up alone on the
+//     apply session (they cannot run in a transaction block) and then run
+//     COMMIT PREPARED / ROLLBACK PREPARED, whose record advances the origin
+//     to the outcome's end LSN. Both steps are one round trip each; the
+//     setup only happens when the GID is prepared on the target.
+//   - An outcome whose GID is not prepared on the target is not an error:
+//     either it was finished before a restart (the origin is past it), or
+//     the source never sent its PREPARE (a transaction with no decoded
+//     changes, or one prepared before two-phase decoding was enabled on
+//     the slot, whose rollback the source still reports).
+//   - An empty prepared transaction that the source does send (its changes
+//     were all to unpublished tables) is prepared empty and finished by its
+//     outcome, as PostgreSQL's subscriber does: nothing stays prepared.
+//
+// Exactly once (DESIGN.md invariant 1). A Begin Prepare is skipped as
+// already applied only when its prepare LSN is below the applied position
+// AND its GID is prepared on the target. The LSN alone is not enough: when
+// two-phase decoding is enabled on an existing slot, a transaction prepared
+// before that is sent whole at its COMMIT PREPARED, Begin Prepare included,
+// with a prepare LSN far behind the position already applied.
+//
+// Aborts advance the origin (state's package doc). The origin setup before
+// PREPARE TRANSACTION is skipped when the GID is in use, which is what makes
+// PREPARE fail in practice; for any other failure after the setup (the
+// connection lost during PREPARE, the prepared-transaction slots taken by
+// another client in between), repairOrigin moves the origin back to the last
+// applied position unless the PREPARE is found to have happened.
+//
+// Leftovers. At connect, the applier's prepared transactions on the target
+// are listed; those the source no longer has prepared are expected to be
+// finished by an outcome still ahead in the stream. Once the stream has
+// passed the source's position at connect, any that remain are reported in
+// the log, never committed or rolled back by walapply: only an operator can
+// tell what they should become (prepare_recover.go).
+
 import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/twophase"
 )
 
-// checkTwoPhaseConfig validates Config.TwoPhase.
+// twoPhaseState is the applier's part in two-phase transactions.
+type twoPhaseState struct {
+	on     bool
+	mode   twophase.Mode
+	name   string // the applier's name, for GIDs
+	origin string
+	cfg    *Config // for a repair connection (repairOrigin)
+
+	// setupUnless is twophase.XactSetupUnlessPreparedSQL, prepared.
+	setupUnless *pgconn.StatementDescription
+	// gid is the target GID of the transaction being prepared.
+	gid string
+	// prepared holds the GIDs prepared by this session and not finished
+	// yet, to tell an outcome whose transaction vanished from one that
+	// never reached the target.
+	prepared map[string]bool
+
+	// leftovers: the applier's prepared transactions found on the target
+	// at connect that the source no longer had prepared (GID -> source
+	// xid); reported if still prepared once the stream has passed
+	// leftoversUntil, the source's WAL position at connect.
+	leftovers      map[string]uint32
+	leftoversUntil protocol.LSN
+}
+
+// checkTwoPhaseConfig validates Config.TwoPhase and Config.GIDMode; whether
+// the source and the target can do it is checked at connect.
 func checkTwoPhaseConfig(cfg *Config) error {
-	if cfg.TwoPhase {
-		return fmt.Errorf("%w: --two-phase: applying prepared transactions is not yet supported by this version; run without it (prepared transactions then arrive at COMMIT PREPARED)", ErrNotSupported)
+	switch cfg.GIDMode {
+	case twophase.GIDModeApplier, twophase.GIDModeSource:
+	default:
+		return fmt.Errorf("%w: unknown GID mode %v: want applier or source", ErrConfig, cfg.GIDMode)
+	}
+	if !cfg.TwoPhase {
+		return nil
+	}
+	if _, err := twophase.TargetGID(cfg.GIDMode, cfg.Name, 1, ""); cfg.GIDMode == twophase.GIDModeApplier && err != nil {
+		return fmt.Errorf("%w: applier name %q cannot name prepared transactions: %v", ErrConfig, cfg.Name, err)
 	}
 	return nil
 }
 
-// prepareTwoPhase readies the session for two-phase transactions.
-func (s *session) prepareTwoPhase(ctx context.Context) error { return nil }
+// minTwoPhaseSource is the first source version with two-phase decoding
+// (pgoutput protocol 3).
+const minTwoPhaseSource = 150000
+
+// prepareTwoPhase readies the session for two-phase transactions: it checks
+// that the source can send them and the target can hold them, says whether
+// the slot still has to be switched to two-phase decoding (START_REPLICATION
+// with two_phase does that, for good), prepares the statements and looks
+// for prepared transactions an earlier run left on the target.
+func (s *session) prepareTwoPhase(ctx context.Context) error {
+	cfg := s.cfg
+	if !cfg.TwoPhase {
+		return nil
+	}
+	log := cfg.Logger
+	if v := s.source.ServerVersion(); v < minTwoPhaseSource {
+		return &PermanentError{fmt.Errorf("%w: --two-phase needs PostgreSQL 15 or later on the source, which is %d.%d; run without --two-phase (prepared transactions then arrive at COMMIT PREPARED)",
+			ErrNotSupported, v/10000, v%10000)}
+	}
+	maxTarget, err := twophase.CheckTarget(ctx, s.control)
+	if err != nil {
+		return &PermanentError{err}
+	}
+	if maxSource, err := sourceSetting(ctx, s.source, "max_prepared_transactions"); err != nil {
+		log.Debug().Err(err).Msg("reading max_prepared_transactions on the source")
+	} else if maxSource > maxTarget {
+		log.Warn().Int("source", maxSource).Int("target", maxTarget).
+			Msg("the target allows fewer prepared transactions than the source: raise max_prepared_transactions on the target, or applying stops when the source has more transactions prepared at once")
+	}
+	st, found, err := s.source.Slot(ctx, cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
+	}
+	if found && !st.TwoPhase {
+		log.Info().Str("slot", cfg.Slot).Msg("enabling two-phase decoding on the slot (it stays enabled): " +
+			"transactions prepared from now on are sent at PREPARE, those prepared earlier at their COMMIT PREPARED")
+	}
+
+	a := s.applier
+	setup, err := a.sess.prepare(ctx, twophase.XactSetupUnlessPreparedSQL, nil)
+	if err != nil {
+		return err
+	}
+	a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, origin: s.origin, cfg: cfg,
+		setupUnless: setup, prepared: map[string]bool{}}
+	return s.findLeftovers(ctx)
+}
 
 // handleTwoPhase acts on the events of two-phase transactions.
 func (a *Applier) handleTwoPhase(ctx context.Context, ev Event, msg protocol.Message) error {
-	return fmt.Errorf("%w: %s messages (two-phase transactions) are not applied by this version", ErrNotSupported, msg.Type())
+	if !a.tp.on {
+		return orderError("%s message, but two-phase decoding was not asked for", msg.Type())
+	}
+	switch m := msg.(type) {
+	case *protocol.BeginPrepare:
+		return a.beginPrepare(ctx, m)
+	case *protocol.Prepare:
+		return a.prepare(ctx, m)
+	case *protocol.CommitPrepared:
+		return a.finishPrepared(ctx, finish{commit: true, xid: m.Xid, sourceGID: m.GID, start: m.CommitLSN, end: m.EndLSN, at: m.CommitTime})
+	case *protocol.RollbackPrepared:
+		return a.finishPrepared(ctx, finish{xid: m.Xid, sourceGID: m.GID, end: m.RollbackEndLSN, at: m.RollbackTime,
+			prepareEnd: m.PrepareEndLSN, prepareTime: m.PrepareTime})
+	case *protocol.StreamPrepare:
+		return a.streamPrepare(ctx, m)
+	}
+	return orderError("unexpected %s for two-phase transactions", ev)
 }

@@ -33,6 +33,7 @@ func Run(ctx context.Context, c Config) error {
 		if err == nil {
 			return nil
 		}
+		cfg.observeSessionEnded(err)
 		var te *TxnError
 		if errors.As(err, &te) && te.Grouped && cfg.noGroupThrough < te.CommitLSN {
 			// Apply what came before the failed transaction one by one,
@@ -68,6 +69,7 @@ type session struct {
 	applier *Applier
 	tracker *state.FlushTracker
 	decoder *protocol.Decoder
+	origins originTracker // where the last transaction came from (origin_filter.go)
 
 	serverWALEnd protocol.LSN
 	progressed   bool
@@ -154,6 +156,9 @@ func (s *session) connect(ctx context.Context) error {
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
 		return fmt.Errorf("connecting to the source: %w", err)
 	}
+	if err := checkOriginSupport(cfg.Origin, s.source.ServerVersion()); err != nil {
+		return err
+	}
 	sys, err := s.source.IdentifySystem(ctx)
 	if err != nil {
 		return fmt.Errorf("identifying the source system: %w", err)
@@ -175,6 +180,7 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
+	s.applier.compaction = !cfg.NoCompaction
 	s.tracker = state.NewFlushTracker(start)
 	if err := s.prepareStreaming(ctx); err != nil {
 		return err
@@ -188,6 +194,7 @@ func (s *session) connect(ctx context.Context) error {
 		Binary:       cfg.Binary,
 		Streaming:    cfg.Streaming,
 		TwoPhase:     cfg.TwoPhase,
+		Origin:       cfg.Origin,
 	})
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
@@ -195,6 +202,7 @@ func (s *session) connect(ctx context.Context) error {
 	if s.decoder, err = protocol.NewDecoder(s.stream.DecoderOptions()); err != nil {
 		return err
 	}
+	cfg.observeConnected(start)
 	log.Info().Str("slot", cfg.Slot).Strs("publications", cfg.Publications).Str("origin", s.origin).
 		Stringer("start_lsn", start).Str("source_system_id", sys.SystemID).Int32("timeline", sys.Timeline).
 		Int("source_version", s.source.ServerVersion()).Msg("replicating")

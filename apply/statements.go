@@ -35,6 +35,9 @@ func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 		return sd, nil
 	}
 	sql, oids := buildStatement(e, kind, set, match, full)
+	if err := a.Settle(ctx); err != nil {
+		return nil, err
+	}
 	sd, err := a.sess.prepare(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}

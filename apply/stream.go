@@ -1,28 +1,334 @@
 package apply
 
+// Streamed in-progress transactions.
+//
+// With streaming on (pgoutput protocol 2, PostgreSQL 14+), the source does
+// not hold a large transaction back until it commits: once its decoded
+// changes pass logical_decoding_work_mem, it sends them in blocks, Stream
+// Start … Stream Stop, each naming the top-level xid, interleaved with the
+// blocks of other open transactions and with ordinary transactions. The
+// transaction may still abort, as a whole or one subtransaction at a time
+// (ROLLBACK TO SAVEPOINT), and it reaches its commit order only at Stream
+// Commit. Applying the blocks as they come would expose uncommitted data and
+// break commit order; holding them in memory would make memory grow with the
+// transaction. So, as PostgreSQL's apply worker does (worker.c, "streamed
+// transactions"):
+//
+//   - every message inside a block is appended, as the raw bytes received, to
+//     the spill file of its top-level xid (state.SpillFile), tagged with the
+//     subtransaction that made it;
+//   - a Stream Abort of a subtransaction truncates the file at that
+//     subtransaction's first record (DESIGN.md invariant 4), one of the
+//     top-level xid removes the file;
+//   - Stream Commit replays the file, read sequentially through a bounded
+//     buffer and decoded with the same decoder as the live stream, into ONE
+//     target transaction that advances the origin to the commit's end LSN
+//     like any other (invariant 1), then removes the file. The target batch
+//     is bounded too (target.go), so memory does not depend on the
+//     transaction's size (invariant 3).
+//
+// Nothing streamed is confirmed to the source before its commit is applied
+// (the source's own position does not pass the commit record before it has
+// sent Stream Commit), so after any failure the source streams every open
+// transaction again from its first change: spill files are scratch space,
+// removed when a session ends and, after a crash, when the next one starts.
+// That is also why an I/O error while spilling (a full disk) is transient:
+// nothing was applied, the run reconnects, and once space is back the
+// source's resend succeeds.
+//
+// --streaming parallel (protocol 4, PostgreSQL 16+) is applied through the
+// same spill path: the only difference on the wire is the abort LSN and time
+// in Stream Abort, which changes nothing here. Applying a streamed
+// transaction's blocks as they arrive on a second target connection, as
+// PostgreSQL's parallel apply workers do, is not implemented.
+
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
-// checkStreamingConfig validates and defaults Config.Streaming.
+// streamState is the applier's part in streamed transactions.
+type streamState struct {
+	dir *state.SpillDir // nil when streaming is off
+	// files holds the spill file of every streamed transaction begun in
+	// this session and not yet committed or aborted.
+	files map[uint32]*state.SpillFile
+	block *state.SpillFile // the file of the open stream block
+	// raw is the message being handled as received, set by the run loop
+	// before Handle: what goes into the spill file.
+	raw []byte
+	// dec decodes spilled changes at replay; it is not the live stream's
+	// decoder, whose Stream Commit message is still in use during replay.
+	dec *protocol.Decoder
+}
+
+// replayDecoderOptions are those of the decoder of spilled changes. The
+// message types a stream block may carry exist since protocol 1 and are laid
+// out the same in versions 2 to 4 (with the xid); the version-dependent
+// parts of the protocol (Stream Abort's abort info, two-phase messages) never
+// reach a spill file.
+var replayDecoderOptions = protocol.DecoderOptions{ProtoVersion: 2}
+
+// checkStreamingConfig validates Config.Streaming. "" stays "" until the
+// source's version is known (prepareStreaming).
 func checkStreamingConfig(cfg *Config) error {
 	switch cfg.Streaming {
-	case "", "off":
-		cfg.Streaming = "off"
+	case "", "off", "on", "parallel":
 		return nil
-	case "on", "parallel":
-		return fmt.Errorf("%w: --streaming %s: applying streamed transactions is not yet supported by this version; use --streaming off (the source then sends large transactions whole at commit)", ErrNotSupported, cfg.Streaming)
 	}
 	return fmt.Errorf("%w: --streaming %q: want off, on or parallel", ErrConfig, cfg.Streaming)
 }
 
-// prepareStreaming readies the session for streamed transactions.
-func (s *session) prepareStreaming(ctx context.Context) error { return nil }
+// resolveStreaming turns the configured streaming mode into the one to ask
+// the source for: "" means on where the source can stream (PostgreSQL 14+).
+func resolveStreaming(mode string, serverVersion int) (string, error) {
+	major := fmt.Sprintf("%d.%d", serverVersion/10000, serverVersion%10000)
+	switch {
+	case mode == "" && serverVersion >= 140000:
+		return "on", nil
+	case mode == "":
+		return "off", nil
+	case mode == "on" && serverVersion < 140000:
+		return "", fmt.Errorf("%w: --streaming on needs a PostgreSQL 14 or later source (the source is %s); use --streaming off", ErrConfig, major)
+	case mode == "parallel" && serverVersion < 160000:
+		hint := "use --streaming on"
+		if serverVersion < 140000 {
+			hint = "use --streaming off"
+		}
+		return "", fmt.Errorf("%w: --streaming parallel needs a PostgreSQL 16 or later source (the source is %s); %s", ErrConfig, major, hint)
+	}
+	return mode, nil
+}
+
+// prepareStreaming settles the streaming mode for this connection and, when
+// streaming, opens the spill directory, removing the spill files an earlier
+// run left behind: their transactions are sent again from the start.
+func (s *session) prepareStreaming(ctx context.Context) error {
+	cfg := s.cfg
+	mode, err := resolveStreaming(cfg.Streaming, s.source.ServerVersion())
+	if err != nil {
+		return err
+	}
+	cfg.Streaming = mode
+	if mode == "off" {
+		return nil
+	}
+	dir := cfg.SpillDir
+	if dir == "" {
+		if dir, err = defaultSpillDir(cfg.Name); err != nil {
+			return err
+		}
+	}
+	fsys := cfg.SpillFS
+	if fsys == nil {
+		fsys = state.OSFS
+	}
+	st, removed, err := openStreamState(fsys, dir, cfg.Name)
+	if len(removed) > 0 {
+		cfg.Logger.Info().Str("spill_dir", dir).Strs("removed", removed).
+			Msg("removed spill files of streamed transactions from an earlier run; the source sends those transactions again")
+	}
+	if err != nil {
+		return err
+	}
+	s.applier.stream = st
+	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
+	return nil
+}
+
+// openStreamState opens the spill directory dir of applier on fsys and
+// returns the applier's streaming state, and the stale files it removed.
+func openStreamState(fsys state.FS, dir, applier string) (streamState, []string, error) {
+	sd, removed, err := state.OpenSpillDir(fsys, dir, applier)
+	if err != nil {
+		return streamState{}, removed, openSpillDirError(dir, err)
+	}
+	dec, err := protocol.NewDecoder(replayDecoderOptions)
+	if err != nil {
+		return streamState{}, removed, err
+	}
+	return streamState{dir: sd, files: map[uint32]*state.SpillFile{}, dec: dec}, removed, nil
+}
+
+// closeStreaming removes this session's spill files when it ends: the
+// source sends their transactions again on the next connection.
+func (s *session) closeStreaming() {
+	if s.applier == nil || s.applier.stream.dir == nil {
+		return
+	}
+	st := &s.applier.stream
+	removed, err := st.dir.RemoveAll()
+	if err != nil {
+		s.cfg.Logger.Warn().Err(err).Msg("removing the spill files of this session; the next start removes what is left")
+	}
+	if len(removed) > 0 {
+		s.cfg.Logger.Debug().Strs("removed", removed).Msg("removed spill files of unfinished streamed transactions")
+	}
+	st.files, st.block = map[uint32]*state.SpillFile{}, nil
+}
+
+// defaultSpillDir is $XDG_STATE_HOME/walapply/<name>/spill, or
+// ~/.local/state/walapply/<name>/spill.
+func defaultSpillDir(name string) (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if !filepath.IsAbs(base) { // the XDG spec says to ignore relative paths
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%w: no --spill-dir given and no home directory for the default (%v); set --spill-dir", ErrConfig, err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "walapply", pathComponent(name), "spill"), nil
+}
+
+// pathComponent turns an applier name (any UTF-8 without control
+// characters) into one safe path component: bytes other than letters,
+// digits, '_', '-' and '.' are %-escaped, and so are the dots of "." and
+// "..".
+func pathComponent(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	if out := b.String(); out != "." && out != ".." {
+		return out
+	}
+	return strings.ReplaceAll(name, ".", "%2E")
+}
 
 // handleStream acts on the events of streamed transactions.
 func (a *Applier) handleStream(ctx context.Context, ev Event, msg protocol.Message) error {
-	return fmt.Errorf("%w: %s messages (streamed transactions) are not applied by this version", ErrNotSupported, msg.Type())
+	st := &a.stream
+	if st.dir == nil {
+		return orderError("%s message, but streaming was not asked for", msg.Type())
+	}
+	switch ev {
+	case EvStreamStart:
+		return a.streamStart(msg.(*protocol.StreamStart))
+	case EvStreamStop:
+		return a.streamStop()
+	case EvStreamChange:
+		return a.streamChange(msg)
+	case EvStreamAbort:
+		return a.streamAbort(msg.(*protocol.StreamAbort))
+	case EvStreamCommit:
+		return a.streamCommit(ctx, msg.(*protocol.StreamCommit))
+	}
+	return orderError("unexpected %s for streamed transactions", ev)
+}
+
+// streamStart opens the spill file of the block's transaction: a new one for
+// its first segment, else the one its earlier blocks went to.
+func (a *Applier) streamStart(m *protocol.StreamStart) error {
+	st := &a.stream
+	f := st.files[m.Xid]
+	switch {
+	case m.FirstSegment:
+		if f != nil || st.dir.Has(m.Xid) { // cannot happen: the machine checks first segments
+			return orderError("first Stream Start for xid %d, which has a spill file already", m.Xid)
+		}
+		var err error
+		if f, err = st.dir.Create(m.Xid); err != nil {
+			return newSpillError(m.Xid, st.dir.Path(m.Xid), "creating", err)
+		}
+		st.files[m.Xid] = f
+	case f == nil:
+		return orderError("Stream Start continues xid %d, which has no spill file", m.Xid)
+	default:
+		if _, err := st.dir.Open(m.Xid); err != nil {
+			return newSpillError(m.Xid, f.Path(), "reopening", err)
+		}
+	}
+	st.block = f
+	return nil
+}
+
+// streamStop closes the block's file, so that the number of open files does
+// not grow with the number of open streamed transactions.
+func (a *Applier) streamStop() error {
+	st := &a.stream
+	f := st.block
+	st.block = nil
+	if f == nil {
+		return nil
+	}
+	if err := f.Close(); err != nil {
+		return newSpillError(f.Xid(), f.Path(), "writing", err)
+	}
+	return nil
+}
+
+// streamChange appends one message of the open block to its spill file, as
+// received, tagged with the (sub)transaction that made it. Relation and
+// Type messages go there too: they describe the relations as of this
+// transaction and take effect when it is replayed.
+func (a *Applier) streamChange(msg protocol.Message) error {
+	st := &a.stream
+	f := st.block
+	if f == nil {
+		return orderError("%s inside a stream block that has no spill file", msg.Type())
+	}
+	subxid := streamedXid(msg)
+	if subxid == 0 {
+		return orderError("%s inside the stream block of xid %d carries no xid", msg.Type(), f.Xid())
+	}
+	if len(st.raw) == 0 || protocol.MessageType(st.raw[0]) != msg.Type() {
+		return fmt.Errorf("apply: internal error: the raw bytes of a streamed %s were not passed to the applier", msg.Type())
+	}
+	if err := f.Append(subxid, st.raw); err != nil {
+		return newSpillError(f.Xid(), f.Path(), "writing", err)
+	}
+	return nil
+}
+
+// streamedXid returns the xid a message inside a stream block carries, or 0.
+func streamedXid(msg protocol.Message) uint32 {
+	switch m := msg.(type) {
+	case *protocol.Insert:
+		return m.Xid
+	case *protocol.Update:
+		return m.Xid
+	case *protocol.Delete:
+		return m.Xid
+	case *protocol.Truncate:
+		return m.Xid
+	case *protocol.Relation:
+		return m.Xid
+	case *protocol.TypeMessage:
+		return m.Xid
+	case *protocol.LogicalMessage:
+		return m.Xid
+	}
+	return 0
+}
+
+// streamAbort discards a subtransaction's changes, or the whole file.
+func (a *Applier) streamAbort(m *protocol.StreamAbort) error {
+	if m.Toplevel() {
+		a.log.Debug().Uint32("xid", m.Xid).Msg("streamed transaction aborted; its spill file is removed")
+		return a.dropSpilled(m.Xid)
+	}
+	f := a.stream.files[m.Xid]
+	if f == nil {
+		return nil // nothing of it was spilled in this session
+	}
+	before := f.Records()
+	if err := f.AbortSubxact(m.SubXid); err != nil {
+		return newSpillError(m.Xid, f.Path(), fmt.Sprintf("discarding subtransaction %d", m.SubXid), err)
+	}
+	a.log.Debug().Uint32("xid", m.Xid).Uint32("subxid", m.SubXid).Int64("discarded", before-f.Records()).
+		Msg("subtransaction of a streamed transaction aborted; its changes are discarded")
+	return nil
 }

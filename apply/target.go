@@ -45,6 +45,13 @@ type queuedStmt struct {
 	keyEnd    int
 	xid       uint32       // the source transaction it belongs to
 	commitLSN protocol.LSN // ... and its commit LSN
+	// firstLSN is the commit LSN of the first source transaction in the
+	// same target transaction (group commit): when it differs from
+	// commitLSN, a failure rolls back earlier source transactions too.
+	firstLSN protocol.LSN
+	// rows is how many rows a multi-row UPDATE or DELETE should change
+	// (0 means 1).
+	rows int
 }
 
 // targetSession is the connection that applies changes on the target. It
@@ -63,12 +70,16 @@ type targetSession struct {
 	xactSetup *pgconn.StatementDescription
 
 	// missing is called for an UPDATE or DELETE that found no row.
-	missing func(q *queuedStmt, key string)
+	missing func(q *queuedStmt, n int, key string)
 
 	// txnXid and txnLSN name the source transaction whose statements are
 	// being queued, for messages about them.
-	txnXid uint32
-	txnLSN protocol.LSN
+	txnXid   uint32
+	txnLSN   protocol.LSN
+	firstLSN protocol.LSN // of the target transaction's first source transaction
+
+	flying inflight     // the batch sent and not yet read
+	done   []commitMark // commits confirmed by drain, for the applier
 }
 
 // sessionSetupSQL makes the target session behave like PostgreSQL's apply
@@ -111,7 +122,8 @@ func (s *targetSession) setup(ctx context.Context, origin string) error {
 	return nil
 }
 
-// prepare creates a named prepared statement.
+// prepare creates a named prepared statement. The caller drains a batch in
+// flight first (the connection does one thing at a time).
 func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
 	s.seq++
 	sd, err := s.pg.Prepare(ctx, "walapply_"+strconv.Itoa(s.seq), sql, paramOIDs)
@@ -126,19 +138,20 @@ func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uin
 // set up, because on PostgreSQL 16+ an aborted transaction advances the
 // origin too (see state's package doc).
 func (s *targetSession) begin() {
+	s.firstLSN = s.txnLSN
 	s.queueSQL(opBegin, nil, "BEGIN")
 	s.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
 }
 
 func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {
 	s.batch.ExecParams(sql, nil, nil, nil, nil)
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN})
+	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
 	s.bytes += len(sql)
 }
 
 func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	s.batch.ExecStatement(sd, params, formats, nil)
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN})
+	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
 	for _, p := range params {
 		s.bytes += len(p) + 8
 	}
@@ -148,53 +161,119 @@ func (s *targetSession) full() bool {
 	return len(s.queued) >= maxBatchStatements || s.bytes >= maxBatchBytes
 }
 
-// flush sends the queued statements and reads their results. On error it
-// returns the failing statement (nil when the failure concerns the batch as
-// a whole, e.g. a broken connection) and the error; the caller rolls back.
+// commitMark is the source position a batch commits, for the applier to
+// record once the batch's results show it succeeded.
+type commitMark struct {
+	end   protocol.LSN
+	at    protocol.Timestamp
+	count int // source transactions committed
+}
+
+// inflight is a batch sent to the target whose results are not read yet:
+// while the target executes it, the applier receives and prepares the next
+// one (one-deep pipelining).
+type inflight struct {
+	mrr    *pgconn.MultiResultReader
+	queued []queuedStmt
+	keys   []byte
+	mark   *commitMark
+}
+
+// flush sends the queued statements and reads their results (after those
+// of a batch still in flight). On error it returns the failing statement
+// (nil when the failure concerns the batch as a whole, e.g. a broken
+// connection) and the error; the caller rolls back.
 func (s *targetSession) flush(ctx context.Context) (*queuedStmt, error) {
+	if q, err := s.drain(ctx); err != nil {
+		return q, err
+	}
 	if len(s.queued) == 0 {
 		return nil, nil
 	}
+	s.send(ctx, nil)
+	return s.drain(ctx)
+}
+
+// sendAsync sends the queued statements without waiting for their results,
+// after reading those of the batch before it (whose failure it returns).
+func (s *targetSession) sendAsync(ctx context.Context, mark *commitMark) (*queuedStmt, error) {
+	if q, err := s.drain(ctx); err != nil {
+		return q, err
+	}
+	if len(s.queued) > 0 {
+		s.send(ctx, mark)
+	}
+	return nil, nil
+}
+
+// send writes the batch and makes it the one in flight; the queue starts
+// afresh, reusing the buffers of the batch before.
+func (s *targetSession) send(ctx context.Context, mark *commitMark) {
 	mrr := s.pg.ExecBatch(ctx, s.batch)
+	spareQueued, spareKeys := s.flying.queued[:0], s.flying.keys[:0]
+	s.flying = inflight{mrr: mrr, queued: s.queued, keys: s.keys, mark: mark}
+	s.queued, s.keys = spareQueued, spareKeys
+	s.batch = &pgconn.Batch{}
+	s.bytes = 0
+}
+
+// busy reports whether a batch is in flight.
+func (s *targetSession) busy() bool { return s.flying.mrr != nil }
+
+// drain reads the results of the batch in flight, if any. A commit it
+// carried is appended to done.
+func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
+	f := &s.flying
+	if f.mrr == nil {
+		return nil, nil
+	}
+	mrr := f.mrr
+	f.mrr = nil
 	var failed *queuedStmt
 	var firstErr error
 	i := 0
 	for mrr.NextResult() {
 		tag, err := mrr.ResultReader().Close()
-		if i < len(s.queued) {
-			q := &s.queued[i]
+		if i < len(f.queued) {
+			q := &f.queued[i]
 			if err != nil && firstErr == nil {
 				failed, firstErr = q, err
-			} else if err == nil && (q.op == opUpdate || q.op == opDelete) && tag.RowsAffected() == 0 && s.missing != nil {
-				s.missing(q, string(s.keys[q.keyStart:q.keyEnd]))
+			} else if err == nil && (q.op == opUpdate || q.op == opDelete) && tag.RowsAffected() < int64(max(q.rows, 1)) && s.missing != nil {
+				s.missing(q, int(int64(max(q.rows, 1))-tag.RowsAffected()), string(f.keys[q.keyStart:q.keyEnd]))
 			}
 		}
 		i++
 	}
 	if err := mrr.Close(); err != nil && firstErr == nil {
 		firstErr = err
-		if i < len(s.queued) {
-			failed = &s.queued[i]
+		if i < len(f.queued) {
+			failed = &f.queued[i]
 		}
 	}
-	s.reset()
 	if firstErr != nil {
-		cp := queuedStmt{}
 		if failed != nil {
-			cp = *failed
+			cp := *failed
 			return &cp, firstErr
 		}
 		return nil, firstErr
 	}
+	if f.mark != nil {
+		s.done = append(s.done, *f.mark)
+		f.mark = nil
+	}
 	return nil, nil
 }
 
-// reset drops the queue (after a flush or a failure).
+// reset drops the queue and forgets a batch in flight (after a failure).
 func (s *targetSession) reset() {
 	s.batch = &pgconn.Batch{}
 	s.queued = s.queued[:0]
 	s.bytes = 0
 	s.keys = s.keys[:0]
+	if s.flying.mrr != nil {
+		_ = s.flying.mrr.Close()
+	}
+	s.flying = inflight{queued: s.flying.queued[:0], keys: s.flying.keys[:0]}
 }
 
 // rollback ends a failed or abandoned transaction. A broken connection has

@@ -34,6 +34,10 @@ type Options struct {
 	// other cluster's (copies of one template share the template's). It
 	// costs about a second.
 	FreshSystemID bool
+	// TLS, if not nil, turns on ssl with certificates from an authority
+	// made for this cluster (see tls.go, Cluster.TLS, ClientCert and
+	// TLSConnString). Authentication is still what HBA says.
+	TLS *TLSOptions
 }
 
 // ErrNotRunning is returned when stopping a cluster whose server is not
@@ -133,6 +137,13 @@ func (c *Cluster) create(ctx context.Context, tmpl string, opts Options) error {
 		}
 	} else if err := copyTree(tmpl, c.dataDir); err != nil {
 		return fmt.Errorf("testenv: copying the template: %w", err)
+	}
+	if opts.TLS != nil {
+		settings, err := c.setupTLS(opts.TLS, opts.Settings)
+		if err != nil {
+			return err
+		}
+		opts.Settings = settings
 	}
 	if err := configure(c.dataDir, opts); err != nil {
 		return err

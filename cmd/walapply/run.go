@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/twophase"
 )
 
 func init() {
@@ -19,6 +20,7 @@ type runFlags struct {
 	publications string
 	logFormat    string
 	logLevel     string
+	gidMode      string
 }
 
 func (f *runFlags) register(fs interface {
@@ -35,6 +37,8 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
+	fs.StringVar(&f.gidMode, "gid-mode", "applier", "GIDs of prepared transactions on the target: applier (walapply_<name>_<source xid>) or source (the source's GID)")
+	fs.StringVar(&c.Origin, "origin", "any", "which changes to replicate: any, or none for only those made on the source itself (PostgreSQL 16+; for bidirectional setups, see docs/TOPOLOGIES.md)")
 	fs.BoolVar(&c.Binary, "binary", false, "binary transfer of values where the source supports it (types must match exactly)")
 	fs.StringVar(&c.SpillDir, "spill-dir", "", "directory for spilled streamed transactions")
 	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "accept a source timeline other than the recorded one (after a failover)")
@@ -57,6 +61,9 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	f.cfg.Logger = log
 	f.cfg.Publications = splitList(f.publications)
+	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
+		return err
+	}
 	if f.cfg.ProgressInterval == 0 {
 		f.cfg.ProgressInterval = -1
 	}

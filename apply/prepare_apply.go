@@ -1,0 +1,269 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// targetGID maps a source transaction to its GID on the target.
+func (a *Applier) targetGID(xid uint32, sourceGID string) (string, error) {
+	gid, err := twophase.TargetGID(a.tp.mode, a.tp.name, xid, sourceGID)
+	if err != nil {
+		return "", &PermanentError{&TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: "choosing the target GID", Err: err}}
+	}
+	return gid, nil
+}
+
+// startPrepared opens the source transaction that will be prepared, like a
+// Begin. It reports whether the transaction is already prepared on the
+// target and so is to be skipped (see the package comment in prepare.go:
+// the prepare LSN alone does not tell).
+func (a *Applier) startPrepared(ctx context.Context, xid uint32, prepareLSN protocol.LSN, at protocol.Timestamp, sourceGID string) (skip bool, err error) {
+	a.outcome.Began = true
+	a.txn = openTxn{xid: xid, finalLSN: prepareLSN, commitTime: at}
+	a.sess.txnXid, a.sess.txnLSN = xid, prepareLSN
+	gid, err := a.targetGID(xid, sourceGID)
+	if err != nil {
+		return false, err
+	}
+	a.tp.gid = gid
+	if prepareLSN >= a.applied {
+		return false, nil
+	}
+	prepared, err := twophase.IsPrepared(ctx, a.sess.conn, gid)
+	if err != nil {
+		return false, &TxnError{Xid: xid, CommitLSN: prepareLSN, Op: "looking up the prepared transaction", Err: err}
+	}
+	if prepared {
+		a.log.Debug().Uint32("xid", xid).Stringer("prepare_lsn", prepareLSN).Str("gid", gid).Msg("already prepared on the target; skipped")
+		return true, nil
+	}
+	a.log.Info().Uint32("xid", xid).Stringer("prepare_lsn", prepareLSN).Str("gid", gid).
+		Msg("applying a transaction prepared before two-phase decoding began on the slot; the source sends it at its COMMIT PREPARED")
+	return false, nil
+}
+
+// beginPrepare opens a transaction that the source prepared.
+func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) error {
+	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
+	if err != nil {
+		return err
+	}
+	a.txn.skip = skip
+	if !skip {
+		a.sess.begin()
+	}
+	return nil
+}
+
+// prepare ends the open transaction with PREPARE TRANSACTION.
+func (a *Applier) prepare(ctx context.Context, m *protocol.Prepare) error {
+	if a.txn.skip {
+		a.tpSkipped()
+		return nil
+	}
+	return a.prepareTxn(ctx, m.EndLSN, m.PrepareTime)
+}
+
+// streamPrepare replays a streamed transaction from its spill file and
+// prepares it.
+func (a *Applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) error {
+	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
+	if err != nil {
+		return err
+	}
+	if skip {
+		if err := a.dropSpilled(m.Xid); err != nil {
+			return err
+		}
+		a.tpSkipped()
+		return nil
+	}
+	if err := a.replaySpilled(ctx, m.Xid); err != nil {
+		return err
+	}
+	if err := a.prepareTxn(ctx, m.EndLSN, m.PrepareTime); err != nil {
+		return err
+	}
+	if err := a.dropSpilled(m.Xid); err != nil {
+		// The transaction is prepared; the file is only garbage now, and
+		// the next start removes it.
+		a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a prepared streamed transaction")
+	}
+	return nil
+}
+
+// prepareTxn queues the origin setup, as the last statement, and PREPARE
+// TRANSACTION, and waits for them: the prepared transaction must be known
+// to exist before anything else happens on the session.
+func (a *Applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+	gid := a.tp.gid
+	a.params = append(a.params[:0], []byte(end.String()), []byte(at.Time().Format("2006-01-02 15:04:05.999999Z07:00")), []byte(gid))
+	a.formats = append(a.formats[:0], 0, 0, 0)
+	a.sess.queueStmt(opOrigin, nil, a.tp.setupUnless, a.params, a.formats, 0, 0)
+	a.sess.queueSQL(opCommit, nil, twophase.PrepareSQL(gid))
+	if failed, err := a.sess.flush(ctx); err != nil {
+		return a.failPrepare(ctx, failed, err)
+	}
+	a.collect()
+	a.tp.prepared[gid] = true
+	a.tpApplied(end, at)
+	a.log.Debug().Uint32("xid", a.txn.xid).Str("gid", gid).Stringer("end_lsn", end).Msg("prepared")
+	return nil
+}
+
+// failPrepare rolls back after a failed batch that ended with PREPARE
+// TRANSACTION. When the failure came at or after the origin setup, the
+// origin may have advanced without the transaction (PostgreSQL 16+), and is
+// moved back.
+func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error) error {
+	gid := a.tp.gid
+	afterSetup := failed == nil || failed.op == opOrigin || failed.op == opCommit
+	if failed != nil && failed.op == opCommit {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			switch pgErr.Code {
+			case "42710": // duplicate_object: the GID is in use
+				err = fmt.Errorf("%w (a transaction is already prepared on the target under GID %q: with --gid-mode source, another source or client uses the same GID "+
+					"(use --gid-mode applier); otherwise it is a leftover of an earlier run: finish it by hand, then restart)", err, gid)
+			case "53200": // out_of_memory: no free prepared-transaction slot
+				err = fmt.Errorf("%w (raise max_prepared_transactions on the target, then restart)", err)
+			}
+		}
+	}
+	ferr := a.failStmt(ctx, failed, err)
+	var te *TxnError
+	if errors.As(ferr, &te) && failed != nil && (failed.op == opCommit || failed.op == opOrigin) {
+		te.Op = "PREPARE TRANSACTION " + twophase.QuoteGID(gid)
+	}
+	if !afterSetup {
+		return ferr
+	}
+	if rerr := a.repairOrigin(ctx, gid, failed == nil); rerr != nil {
+		return rerr
+	}
+	return ferr
+}
+
+// finish is a Commit Prepared or Rollback Prepared.
+type finish struct {
+	commit    bool
+	xid       uint32
+	sourceGID string
+	start     protocol.LSN // Commit Prepared: the commit record's LSN
+	end       protocol.LSN // the outcome's end LSN
+	at        protocol.Timestamp
+	// Rollback Prepared: the end and time of the PREPARE it rolls back.
+	prepareEnd  protocol.LSN
+	prepareTime protocol.Timestamp
+}
+
+func (f *finish) what() string {
+	if f.commit {
+		return "COMMIT PREPARED"
+	}
+	return "ROLLBACK PREPARED"
+}
+
+// finishPrepared runs COMMIT PREPARED or ROLLBACK PREPARED, with the origin
+// set up just before it on the same session so that its record advances
+// the origin to the outcome's end.
+func (a *Applier) finishPrepared(ctx context.Context, f finish) error {
+	a.outcome.Began = true
+	lsn := f.start
+	if lsn == 0 {
+		lsn = f.end
+	}
+	a.txn = openTxn{xid: f.xid, finalLSN: lsn, commitTime: f.at}
+	a.sess.txnXid, a.sess.txnLSN = f.xid, lsn
+	gid, err := a.targetGID(f.xid, f.sourceGID)
+	if err != nil {
+		return err
+	}
+	what := f.what() + " " + twophase.QuoteGID(gid)
+	tag, err := a.sess.conn.Exec(ctx, twophase.XactSetupIfPreparedSQL, f.end.String(), f.at.Time(), gid)
+	if err != nil {
+		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: fmt.Errorf("setting up the origin: %w", err)}
+	}
+	if tag.RowsAffected() == 0 {
+		a.notPrepared(&f, gid)
+		return nil
+	}
+	if _, err := a.sess.pg.Exec(ctx, twophase.FinishSQL(gid, f.commit)).ReadAll(); err != nil {
+		// The setup is still on the session: clear it before anything else
+		// runs there (state's package doc). A lost connection took it along.
+		if !a.sess.pg.IsClosed() {
+			if rerr := state.XactReset(ctx, a.sess.conn); rerr != nil {
+				a.log.Warn().Err(rerr).Msg("resetting the origin setup after a failed " + f.what())
+			}
+		}
+		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: err}
+	}
+	delete(a.tp.prepared, gid)
+	delete(a.tp.leftovers, gid)
+	a.tpApplied(f.end, f.at)
+	a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what())
+	return nil
+}
+
+// notPrepared handles an outcome whose GID is not prepared on the target.
+func (a *Applier) notPrepared(f *finish, gid string) {
+	ours := a.tp.prepared[gid]
+	delete(a.tp.prepared, gid)
+	if f.end <= a.applied && !ours {
+		// Finished before a restart: the origin is past it.
+		a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what() + " already applied; skipped")
+		a.tpSkipped()
+		return
+	}
+	ev := a.log.Info()
+	msg := "no such prepared transaction on the target: the source sent nothing at its PREPARE (no changes to replicate, or prepared before two-phase decoding began on the slot); nothing to do"
+	if ours || (f.commit && f.prepareEnd == 0) {
+		// A transaction this session prepared has gone, or a commit finds
+		// nothing: someone finished it on the target, or its changes never
+		// arrived. Worth a look either way.
+		ev = a.log.Warn()
+		msg = "no such prepared transaction on the target, although the origin does not show it finished: if it was prepared, someone finished it on the target by hand; " +
+			"a source transaction without changes to replicate is not sent at PREPARE"
+	}
+	ev.Uint32("xid", f.xid).Str("gid", gid).Str("source_gid", f.sourceGID).Stringer("end_lsn", f.end).
+		Stringer("prepare_end_lsn", f.prepareEnd).Msg(f.what() + ": " + msg)
+	a.tpEnded()
+}
+
+// The outcome of a two-phase step, for the run loop's FlushTracker. Handle
+// may already have recorded commits of the batch before (Settle): a step
+// that ends a transaction then adds to their count rather than replacing
+// the outcome, so that every Began still meets exactly one end.
+
+func (a *Applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
+	prior := a.outcome.Applied
+	a.noteApplied(end, at)
+	if prior {
+		a.outcome.Count++
+	}
+}
+
+func (a *Applier) tpSkipped() {
+	if !a.outcome.Applied {
+		a.noteSkipped()
+		return
+	}
+	a.lastWasSkip = true
+	a.Stats.TxnsSkipped.Add(1)
+	a.outcome.Count++
+}
+
+func (a *Applier) tpEnded() {
+	if a.outcome.Applied {
+		a.outcome.Count++
+		return
+	}
+	a.outcome.Ended = true
+}

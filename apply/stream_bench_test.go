@@ -1,0 +1,298 @@
+package apply_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/testenv"
+)
+
+// BenchmarkStreamedBig applies one streamed transaction of about 1 GB of
+// row data (WALAPPLY_BENCH_ROWS rows of ~264 bytes, default 4M) and reports
+// walapply's peak RSS and the time from the source's COMMIT to the target's
+// commit, side by side with PostgreSQL's own subscriber (streaming = on) on
+// the same transaction run again. It is not part of make test:
+//
+//	WALAPPLY_BENCH=1 WALAPPLY_TEST_PG=18 go test ./apply -run '^$' \
+//	    -bench BenchmarkStreamedBig -benchtime 1x -timeout 60m
+//
+// It runs on the newest version WALAPPLY_TEST_PG selects. walapply runs as
+// a process of its own (built from cmd/walapply); its peak RSS is VmHWM
+// from /proc just before it is stopped, and the kernel's maxrss for the
+// child as a cross-check. Each consumer is alone while it runs: the
+// transaction is executed once for walapply, then, with the source table
+// emptied and a fresh slot, once more for the subscription, so that neither
+// competes with the other for the CPUs.
+func BenchmarkStreamedBig(b *testing.B) {
+	if os.Getenv("WALAPPLY_BENCH") != "1" {
+		b.Skip("set WALAPPLY_BENCH=1 to run it: it writes several GB and takes minutes")
+	}
+	rows := 4_000_000
+	if s := os.Getenv("WALAPPLY_BENCH_ROWS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("WALAPPLY_BENCH_ROWS=%q: want a positive number", s)
+		}
+		rows = n
+	}
+	versions, err := testenv.Versions()
+	if err != nil {
+		b.Fatal(err)
+	}
+	version := versions[len(versions)-1]
+	ctx := context.Background()
+	settings := map[string]string{"max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	pair := testenv.NewPair(b, testenv.PairOptions{Version: version, SourceSettings: settings, TargetSettings: settings})
+	src, tgt := pair.Source, pair.Target
+	const table = `CREATE TABLE big (id bigint PRIMARY KEY, payload text)`
+	mustExec(b, src, "postgres", table, `CREATE PUBLICATION pub FOR TABLE big`)
+	mustExec(b, tgt, "postgres", table)
+	if err := tgt.CreateDatabase(ctx, "sub"); err != nil {
+		b.Fatal(err)
+	}
+	mustExec(b, tgt, "sub", table)
+	insert := fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, %d) g`, rows)
+	dataBytes := rows * (8 + 256)
+
+	// walapply.
+	bin := buildWalapply(b)
+	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('wal', 'pgoutput')`)
+	spill := filepath.Join(b.TempDir(), "spill")
+	logPath := filepath.Join(b.TempDir(), "walapply.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "run", "--source", src.ConnString("postgres"), "--target", tgt.ConnString("postgres"),
+		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", "on", "--log-format", "json")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitSlotActive(b, src, "wal")
+	stopSpill := make(chan struct{})
+	spillPeak := make(chan int64, 1)
+	go func() { spillPeak <- watchDirSize(spill, stopSpill) }()
+	walLoad, walApply := runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
+		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('walapply_wal', false)", before)
+	}, tgt, "postgres")
+	close(stopSpill)
+	hwm := vmHWM(cmd.Process.Pid)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		log, _ := os.ReadFile(logPath)
+		b.Fatalf("walapply: %v\n%s", err, tail(log, 4000))
+	}
+	maxrss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	if log, err := os.ReadFile(logPath); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "streamed transaction") {
+				b.Logf("walapply: %s", line)
+			}
+		}
+	}
+	checkCount(b, tgt, "postgres", rows)
+	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('wal')`, `TRUNCATE big`)
+
+	// PostgreSQL's subscriber, same transaction.
+	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
+	mustExec(b, tgt, "sub", fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
+		WITH (streaming = on, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres")))
+	waitSlotActive(b, src, "sub")
+	pgLoad, pgApply := runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
+		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('pg_' || oid, false) FROM pg_subscription WHERE subname = 'sub'", before)
+	}, tgt, "sub")
+	var workerPid int
+	if c, err := tgt.Connect(ctx, "sub"); err == nil {
+		_ = c.QueryRow(ctx, `SELECT pid FROM pg_stat_subscription WHERE subname = 'sub' AND relid IS NULL`).Scan(&workerPid)
+		c.Close(ctx)
+	}
+	workerHWM := vmHWM(workerPid)
+	checkCount(b, tgt, "sub", rows)
+	mustExec(b, tgt, "sub", `ALTER SUBSCRIPTION sub DISABLE`, `ALTER SUBSCRIPTION sub SET (slot_name = NONE)`, `DROP SUBSCRIPTION sub`)
+
+	b.Logf("PostgreSQL %d, one streamed transaction of %d rows, %.2f GB of row data", version, rows, float64(dataBytes)/1e9)
+	b.Logf("%-28s %14s %14s", "", "walapply", "PG subscriber")
+	b.Logf("%-28s %13.1fs %13.1fs", "source INSERT (streaming)", walLoad.Seconds(), pgLoad.Seconds())
+	b.Logf("%-28s %13.1fs %13.1fs", "source COMMIT -> target", walApply.Seconds(), pgApply.Seconds())
+	b.Logf("%-28s %10.1f MiB %10.1f MiB", "peak RSS (VmHWM)", float64(hwm)/1024, float64(workerHWM)/1024)
+	b.Logf("walapply: maxrss %.1f MiB (getrusage), spill files peaked at %.2f GB", float64(maxrss)/1024, float64(<-spillPeak)/1e9)
+	b.Logf("(the PG apply worker's VmHWM counts the shared buffers it touched; walapply has none)")
+	b.ReportMetric(walApply.Seconds(), "walapply-commit-s")
+	b.ReportMetric(pgApply.Seconds(), "pgsub-commit-s")
+	b.ReportMetric(float64(hwm)/1024, "walapply-peak-MiB")
+}
+
+func mustExec(tb testing.TB, c *testenv.Cluster, db string, sqls ...string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := c.Connect(ctx, db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range sqls {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			tb.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func buildWalapply(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "walapply")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/walapply/walapply/cmd/walapply").CombinedOutput(); err != nil {
+		tb.Fatalf("building walapply: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func waitSlotActive(tb testing.TB, c *testenv.Cluster, slot string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := c.Connect(ctx, "postgres")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var active bool
+		if err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
+			tb.Fatal(err)
+		}
+		if active {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("slot %s not in use after a minute", slot)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runAndWait runs insert in a source transaction and returns how long the
+// INSERT took and the time from the return of COMMIT until applied (polled
+// on the target database db every 5ms) says the target has committed it.
+func runAndWait(tb testing.TB, src *testenv.Cluster, insert string, applied func(*pgx.Conn, string) bool, tgt *testenv.Cluster, db string) (load, apply time.Duration) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := src.Connect(ctx, "postgres")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	poll, err := tgt.Connect(ctx, db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer poll.Close(ctx)
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := conn.Exec(ctx, insert); err != nil {
+		tb.Fatal(err)
+	}
+	load = time.Since(start)
+	var before string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&before); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		tb.Fatal(err)
+	}
+	committed := time.Now()
+	deadline := committed.Add(30 * time.Minute)
+	for !applied(poll, before) {
+		if time.Now().After(deadline) {
+			tb.Fatal("the target did not commit the transaction within 30 minutes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return load, time.Since(committed)
+}
+
+// lsnAfter reports whether the LSN query returns is past before.
+func lsnAfter(tb testing.TB, conn *pgx.Conn, query, before string) bool {
+	tb.Helper()
+	var after *bool
+	if err := conn.QueryRow(context.Background(), "SELECT ("+query+") > $1::pg_lsn", before).Scan(&after); err != nil {
+		tb.Fatal(err)
+	}
+	return after != nil && *after
+}
+
+func checkCount(tb testing.TB, c *testenv.Cluster, db string, rows int) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := c.Connect(ctx, db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM big").Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	if n != rows {
+		tb.Fatalf("database %s has %d rows, want %d", db, n, rows)
+	}
+}
+
+// vmHWM returns a process's peak resident set size in KiB (0 if unknown).
+func vmHWM(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// watchDirSize returns the largest total size of the files in dir seen
+// until stop is closed.
+func watchDirSize(dir string, stop <-chan struct{}) int64 {
+	var peak int64
+	for {
+		var total int64
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		peak = max(peak, total)
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

@@ -1,0 +1,303 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/protocol"
+	pt "github.com/walapply/walapply/protocol/protocoltest"
+	"github.com/walapply/walapply/state"
+)
+
+func TestResolveStreaming(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		version int
+		want    string
+		err     string
+	}{
+		{"", 130012, "off", ""},
+		{"", 140000, "on", ""},
+		{"", 180004, "on", ""},
+		{"off", 180004, "off", ""},
+		{"off", 130000, "off", ""},
+		{"on", 150018, "on", ""},
+		{"on", 130012, "", "--streaming on needs a PostgreSQL 14 or later source (the source is 13.12); use --streaming off"},
+		{"parallel", 160000, "parallel", ""},
+		{"parallel", 150018, "", "--streaming parallel needs a PostgreSQL 16 or later source (the source is 15.18); use --streaming on"},
+		{"parallel", 130000, "", "the source is 13.0); use --streaming off"},
+	} {
+		got, err := resolveStreaming(tc.mode, tc.version)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrConfig) || IsTransient(err) {
+				t.Errorf("resolveStreaming(%q, %d) = %q, %v; want a permanent config error containing %q", tc.mode, tc.version, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("resolveStreaming(%q, %d) = %q, %v; want %q", tc.mode, tc.version, got, err, tc.want)
+		}
+	}
+	for _, mode := range []string{"", "off", "on", "parallel"} {
+		if err := checkStreamingConfig(&Config{Streaming: mode}); err != nil {
+			t.Errorf("checkStreamingConfig(%q): %v", mode, err)
+		}
+	}
+	if err := checkStreamingConfig(&Config{Streaming: "yes"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("checkStreamingConfig(yes) = %v, want a config error", err)
+	}
+}
+
+func TestDefaultSpillDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/var/state")
+	for name, want := range map[string]string{
+		"replica_1":  "/var/state/walapply/replica_1/spill",
+		"a/b":        "/var/state/walapply/a%2Fb/spill",
+		"..":         "/var/state/walapply/%2E%2E/spill",
+		".":          "/var/state/walapply/%2E/spill",
+		"x.y":        "/var/state/walapply/x.y/spill",
+		"été 2":      "/var/state/walapply/%C3%A9t%C3%A9%202/spill",
+		"../../etc":  "/var/state/walapply/..%2F..%2Fetc/spill",
+		`back\slash`: "/var/state/walapply/back%5Cslash/spill",
+	} {
+		got, err := defaultSpillDir(name)
+		if err != nil || got != want {
+			t.Errorf("defaultSpillDir(%q) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	t.Setenv("XDG_STATE_HOME", "relative/ignored")
+	t.Setenv("HOME", "/home/u")
+	if got, err := defaultSpillDir("r"); err != nil || got != "/home/u/.local/state/walapply/r/spill" {
+		t.Errorf("defaultSpillDir with a relative XDG_STATE_HOME = %q, %v", got, err)
+	}
+}
+
+// spillApplier is an applier with streaming state over fsys, without a
+// target: enough for everything but Stream Commit.
+func spillApplier(t *testing.T, fsys state.FS) (*Applier, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "spill")
+	st, _, err := openStreamState(fsys, dir, "unit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{log: zerolog.Nop(), machine: NewTxnMachine(), rels: NewRelationCache(false), stream: st}
+	return a, dir
+}
+
+// feed decodes raw pgoutput messages and hands them to the applier as the
+// run loop does, raw bytes included.
+func feed(t *testing.T, a *Applier, dec *protocol.Decoder, msgs ...[]byte) error {
+	t.Helper()
+	for _, raw := range msgs {
+		msg, err := dec.Decode(raw)
+		if err != nil {
+			t.Fatalf("decoding %q: %v", raw, err)
+		}
+		a.stream.raw = raw
+		if _, err := a.Handle(context.Background(), msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// spilled returns the (subxid, message type) of every record of xid's file.
+func spilled(t *testing.T, a *Applier, xid uint32) []string {
+	t.Helper()
+	r, err := a.stream.dir.OpenReader(xid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	for {
+		sub, msg, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.stream.dec.DecodeStreamedChange(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins, _ := m.(*protocol.Insert)
+		val := ""
+		if ins != nil {
+			val = string(ins.New.Columns[0].Data)
+		}
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%d %s %s", sub, m.Type(), val)))
+	}
+}
+
+// TestSpillTranscript feeds interleaved streamed transactions with
+// subtransaction aborts and checks what their spill files hold.
+func TestSpillTranscript(t *testing.T) {
+	a, dir := spillApplier(t, state.OSFS)
+	dec, err := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 4, StreamingParallel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := pt.Relation(16384, 100, "public", "t", protocol.ReplicaIdentityDefault, pt.Column("id", 23, true))
+	ins := func(xid uint32, v string) []byte { return pt.Insert(16384, xid, pt.Text(v)) }
+	// xid 100 has subtransactions 101, 102 (child of 101) and 103; xid 200
+	// streams in between.
+	err = feed(t, a, dec,
+		pt.StreamStart(100, true), rel, ins(100, "a"), ins(101, "b"), ins(102, "c"), pt.StreamStop(),
+		pt.StreamStart(200, true), pt.Insert(16384, 200, pt.Text("x")), pt.StreamStop(),
+		pt.StreamStart(100, false), ins(101, "d"), ins(103, "e"), ins(100, "f"), pt.StreamStop(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"100 Relation", "100 Insert a", "101 Insert b", "102 Insert c", "101 Insert d", "103 Insert e", "100 Insert f"}
+	if got := spilled(t, a, 100); !equalStrings(got, want) {
+		t.Fatalf("spill file of xid 100:\n got %q\nwant %q", got, want)
+	}
+	// ROLLBACK TO a savepoint inside 101: the child 102 aborts first, then
+	// 101; everything from 101's first change on goes (103 and the last
+	// top-level change came after it). An abort of a subxact without
+	// changes, and of an xid never streamed, change nothing.
+	err = feed(t, a, dec, pt.StreamAbortParallel(100, 102, 0x100, 1), pt.StreamAbortParallel(100, 104, 0x101, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"100 Relation", "100 Insert a", "101 Insert b"}
+	if got := spilled(t, a, 100); !equalStrings(got, want) {
+		t.Fatalf("after aborting 102:\n got %q\nwant %q", got, want)
+	}
+	if err := feed(t, a, dec, pt.StreamAbortParallel(100, 101, 0x102, 1), pt.StreamAbortParallel(300, 300, 0x103, 1)); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"100 Relation", "100 Insert a"}
+	if got := spilled(t, a, 100); !equalStrings(got, want) {
+		t.Fatalf("after aborting 101:\n got %q\nwant %q", got, want)
+	}
+	// Appending after an abort continues where the file was cut.
+	if err := feed(t, a, dec, pt.StreamStart(100, false), ins(105, "g"), pt.StreamStop()); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"100 Relation", "100 Insert a", "105 Insert g"}
+	if got := spilled(t, a, 100); !equalStrings(got, want) {
+		t.Fatalf("after appending again:\n got %q\nwant %q", got, want)
+	}
+	// A top-level abort removes the file.
+	if err := feed(t, a, dec, pt.StreamAbortParallel(200, 200, 0x104, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a.stream.dir.Path(200)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("spill file of aborted xid 200: %v, want it removed", err)
+	}
+	// dropSpilled (used after Stream Prepare) removes a file too; after a
+	// top-level abort a new transaction may reuse the xid.
+	if err := feed(t, a, dec, pt.StreamAbortParallel(100, 100, 0x105, 1), pt.StreamStart(300, true), ins(300, "i"), pt.StreamStop()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.dropSpilled(300); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := os.ReadDir(dir)
+	if len(names) != 0 {
+		t.Errorf("spill directory not empty after the transactions ended: %v", names)
+	}
+	if err := feed(t, a, dec, pt.StreamStart(100, true), ins(100, "h"), pt.StreamStop()); err != nil {
+		t.Fatal(err)
+	}
+	if got := spilled(t, a, 100); !equalStrings(got, []string{"100 Insert h"}) {
+		t.Fatalf("reused xid: %q", got)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSpillWriteErrors: a full disk or EIO while spilling is a SpillError
+// naming the file, transient (the run reconnects and the source resends),
+// and leaves the file as it was before the failed message.
+func TestSpillWriteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(f *state.FaultFS)
+		want   string
+	}{
+		{"enospc", func(f *state.FaultFS) { f.LimitSpace(1000) }, "no space left on device"},
+		{"eio", func(f *state.FaultFS) { f.FailWrites(syscall.EIO) }, "input/output error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fault := state.NewFaultFS(state.OSFS)
+			a, _ := spillApplier(t, fault)
+			a.stream.dir.BufferSize = 512 // small, so that appends reach the disk
+			dec, _ := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 2})
+			big := strings.Repeat("v", 300)
+			if err := feed(t, a, dec, pt.StreamStart(7, true), pt.Insert(1, 7, pt.Text(big))); err != nil {
+				t.Fatal(err)
+			}
+			tc.inject(fault)
+			var err error
+			for i := 0; i < 20 && err == nil; i++ {
+				err = feed(t, a, dec, pt.Insert(1, 7, pt.Text(big)))
+			}
+			var se *SpillError
+			if !errors.As(err, &se) || se.Xid != 7 || se.Path != a.stream.dir.Path(7) {
+				t.Fatalf("error %v (%T), want a SpillError for xid 7", err, err)
+			}
+			msg := err.Error()
+			for _, frag := range []string{a.stream.dir.Path(7), tc.want, "nothing of the transaction was applied or confirmed"} {
+				if !strings.Contains(msg, frag) {
+					t.Errorf("error %q does not mention %q", msg, frag)
+				}
+			}
+			if !IsTransient(err) {
+				t.Errorf("IsTransient(%v) = false; a spill I/O error must be retried", err)
+			}
+		})
+	}
+	// A permission problem is not retried.
+	err := newSpillError(1, "/x/xid-1.spill", "writing", &os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission})
+	if IsTransient(err) {
+		t.Errorf("IsTransient(%v) = true, want permanent", err)
+	}
+	err = newSpillError(1, "/x/xid-1.spill", "reading", state.ErrSpillCorrupt)
+	if IsTransient(err) || !errors.Is(err, state.ErrSpillCorrupt) {
+		t.Errorf("corrupt spill file: IsTransient(%v) = true, want permanent", err)
+	}
+}
+
+func TestSameRelation(t *testing.T) {
+	mk := func(cols ...protocol.RelationColumn) *protocol.Relation {
+		return &protocol.Relation{RelationID: 5, Namespace: "s", Name: "t", ReplicaIdentity: 'd', Columns: cols}
+	}
+	a := mk(pt.Column("id", 23, true), pt.Column("v", 25, false))
+	if !sameRelation(a, mk(pt.Column("id", 23, true), pt.Column("v", 25, false))) {
+		t.Error("identical relations differ")
+	}
+	for _, b := range []*protocol.Relation{
+		mk(pt.Column("id", 23, true)),
+		mk(pt.Column("id", 23, true), pt.Column("v", 1043, false)),
+		mk(pt.Column("id", 23, false), pt.Column("v", 25, false)),
+		mk(pt.Column("id", 23, true), pt.Column("w", 25, false)),
+	} {
+		if sameRelation(a, b) {
+			t.Errorf("%+v and %+v are the same", a.Columns, b.Columns)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package apply_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/walapply/walapply/testenv"
+)
+
+// TestTopologyCascade runs A → B → C. The first hop replicates everything;
+// on the second hop, origin = any forwards A's changes (which B received
+// from walapply, under its origin) to C exactly once, while origin = none
+// forwards only the changes made on B itself. The second hop's progress
+// reports where the last transaction came from: the A → B applier's origin
+// when it was one of A's changes, nothing with origin = none.
+func TestTopologyCascade(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		for _, second := range []string{"any", "none"} {
+			t.Run("second hop origin="+second, func(t *testing.T) {
+				if second == "none" {
+					topoSkipBefore16(t, version)
+				}
+				cs := topoClusters(t, version, 3)
+				a, b, c := cs[0], cs[1], cs[2]
+				for _, n := range cs {
+					topoExec(t, n, `CREATE TABLE items (id int PRIMARY KEY, made_on text NOT NULL, v int NOT NULL)`)
+				}
+				topoExec(t, a, `CREATE PUBLICATION pub FOR TABLE items`)
+				topoExec(t, b, `CREATE PUBLICATION pub FOR TABLE items`)
+				ab, bc := topoLink(t, a, b), topoLink(t, b, c)
+				ab.createSlot("a_to_b")
+				bc.createSlot("b_to_c")
+				ab.runApplier(topoConfig(ab, "a_to_b", "", "pub"))
+				var progress topoProgress
+				cfg := topoConfig(bc, "b_to_c", second, "pub")
+				cfg.OnProgress = progress.record
+				bc.runApplier(cfg)
+				settle := func() { t.Helper(); topoSettle(topoSlot{ab, "a_to_b"}, topoSlot{bc, "b_to_c"}) }
+
+				// A's rows, then B's own, then an update of A's rows on A:
+				// the last transaction in B's WAL is one walapply applied.
+				topoExec(t, a, `INSERT INTO items SELECT g, 'a', 0 FROM generate_series(1, 40) g`)
+				settle()
+				topoExec(t, b, `INSERT INTO items SELECT g, 'b', 0 FROM generate_series(101, 120) g`)
+				topoExec(t, a, `UPDATE items SET v = id * 2 WHERE id <= 10`)
+				settle()
+
+				aRows := topoRowsText(topoRange(1, 40), "a", func(id int) int {
+					if id <= 10 {
+						return id * 2
+					}
+					return 0
+				})
+				bRows := topoRowsText(topoRange(101, 120), "b", func(int) int { return 0 })
+				const q = `SELECT (id, made_on, v)::text FROM items`
+				topoExpect(t, b, "B", q, slices.Concat(aRows, bRows))
+				switch second {
+				case "any":
+					topoExpect(t, c, "C (origin any: A's changes forwarded once, B's own too)", q, slices.Concat(aRows, bRows))
+					progress.waitLastOrigin(bc, "walapply_a_to_b")
+				case "none":
+					topoExpect(t, c, "C (origin none: only B's own changes)", q, bRows)
+					if seen := progress.seen(); slices.ContainsFunc(seen, func(o string) bool { return o != "" }) {
+						t.Errorf("with origin none the second hop reported transactions from origins %q", seen)
+					}
+				}
+
+				// B's own changes keep flowing after A's were filtered or
+				// forwarded, and the second hop's progress follows them.
+				topoExec(t, b, `UPDATE items SET v = 7 WHERE id = 101`)
+				settle()
+				bRows[0] = fmt.Sprintf("(%d,b,%d)", 101, 7)
+				if second == "any" {
+					topoExpect(t, c, "C after B's update", q, slices.Concat(aRows, bRows))
+					progress.waitLastOrigin(bc, "")
+				} else {
+					topoExpect(t, c, "C after B's update", q, bRows)
+				}
+			})
+		}
+	})
+}

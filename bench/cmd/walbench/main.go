@@ -1,0 +1,95 @@
+// Command walbench measures walapply against PostgreSQL's built-in
+// subscriber, side by side (see package bench):
+//
+//	go run ./bench/cmd/walbench --versions 15,18 --runs 3
+//
+// It prints the summary table, optionally writes it as Markdown (for
+// BENCHMARKS.md), and exits with status 1 if any run failed, for example
+// because source and target differed after a drain.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/walapply/walapply/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "walbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("walbench", flag.ContinueOnError)
+	workloads := fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "workloads to run, comma-separated")
+	versions := fs.String("versions", "15,18", "PostgreSQL major versions, comma-separated")
+	runs := fs.Int("runs", 3, "runs per applier, workload and version")
+	scale := fs.Float64("scale", 1, "factor on every workload's size (0.01 for a smoke run)")
+	walapplyFlags := fs.String("walapply-flags", "", "extra flags for `walapply run`, space-separated")
+	walapplyBin := fs.String("walapply-bin", "", "a prebuilt walapply binary (default: build ./cmd/walapply)")
+	walapplyRev := fs.String("walapply-rev", "", "build walapply as committed at this git revision (git archive), not from the working tree")
+	markdown := fs.String("markdown", "", "also write the report as Markdown to this file")
+	timeout := fs.Duration("drain-timeout", 0, "limit of one drain (default 20m)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	vs, err := bench.ParseVersions(*versions)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, bench.Options{
+		Workloads:     bench.ParseList(*workloads),
+		Versions:      vs,
+		Runs:          *runs,
+		Scale:         *scale,
+		WalapplyFlags: strings.Fields(*walapplyFlags),
+		WalapplyBin:   *walapplyBin,
+		WalapplyRev:   *walapplyRev,
+		DrainTimeout:  *timeout,
+		Command:       "go run ./bench/cmd/walbench " + strings.Join(os.Args[1:], " "),
+		Log:           os.Stderr,
+	})
+	if rep != nil && len(rep.Results) > 0 {
+		fmt.Println()
+		if werr := rep.WriteText(os.Stdout); werr != nil {
+			return werr
+		}
+		if *markdown != "" {
+			f, ferr := os.Create(*markdown)
+			if ferr != nil {
+				return ferr
+			}
+			if werr := rep.WriteMarkdown(f); werr != nil {
+				f.Close()
+				return werr
+			}
+			if cerr := f.Close(); cerr != nil {
+				return cerr
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(rep.Failed()); n > 0 {
+		return fmt.Errorf("%d run(s) failed (see above)", n)
+	}
+	return nil
+}

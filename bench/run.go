@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/walapply/walapply/testenv"
+)
+
+// Names shared by every run: the database, publication, slot and marker.
+const (
+	benchDB     = "bench"
+	publication = "p"
+	slotName    = "x"
+	markerTable = "bench_marker"
+)
+
+// RunResult is one applier draining one backlog.
+type RunResult struct {
+	Workload string
+	Version  int
+	Applier  Applier
+	Run      int // 1-based
+	// Generate is how long the workload took on the source.
+	Generate time.Duration
+	// Decode is the source's decode ceiling: the time of
+	// pg_logical_slot_peek_binary_changes over the whole backlog, which
+	// returned Messages pgoutput messages.
+	Decode   time.Duration
+	Messages int64
+	// Drain is the time from the applier's start to the marker row on the
+	// target.
+	Drain time.Duration
+	// PeakRSS is walapply's peak resident set in bytes (0 for builtin).
+	PeakRSS int64
+	// Verified says what the source/target comparison covered.
+	Verified Verification
+	// Note records how the run deviated from the plan (e.g. walapply ran
+	// with --streaming off because it does not apply streamed
+	// transactions yet).
+	Note string
+	// Err is why the run failed; a failed run has no Drain figure.
+	Err error
+}
+
+// runEnv is what one run's steps share.
+type runEnv struct {
+	version        int
+	scale          float64
+	source, target *testenv.Cluster
+	db             string
+	dir            string // scratch directory of the run
+}
+
+// harness is the state of one Run across its runs.
+type harness struct {
+	opts        Options
+	walapplyBin string
+	// noStreaming is set once walapply refused --streaming on; later runs
+	// then ask for off directly.
+	noStreaming bool
+}
+
+// Run measures every selected workload on every selected version,
+// Options.Runs times per applier, alternating the appliers. A failed run is
+// recorded in the report (and logged) and the harness goes on; the error
+// is for failures that prevent measuring at all.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Options: opts, Started: time.Now().UTC(), LoadStart: loadAvg()}
+	if opts.ModuleDir == "" {
+		if opts.ModuleDir, err = moduleDir(ctx); err != nil && opts.WalapplyBin == "" {
+			return nil, err
+		}
+	}
+	rep.Options.ModuleDir = opts.ModuleDir
+	rep.Git = gitState(ctx, opts.ModuleDir)
+	h := &harness{opts: opts, walapplyBin: opts.WalapplyBin}
+	if h.walapplyBin == "" {
+		dir, err := os.MkdirTemp("", "walbench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: creating a directory for the walapply binary: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if opts.WalapplyRev != "" {
+			logf(opts.Log, "building walapply at revision %s of %s", opts.WalapplyRev, opts.ModuleDir)
+			var commit string
+			if h.walapplyBin, commit, err = buildWalapplyAt(ctx, opts.ModuleDir, opts.WalapplyRev, dir); err != nil {
+				return nil, err
+			}
+			rep.Git = GitState{Head: commit, Revision: true}
+		} else {
+			logf(opts.Log, "building walapply in %s", opts.ModuleDir)
+			if h.walapplyBin, err = buildWalapply(ctx, opts.ModuleDir, dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, v := range opts.Versions {
+		for _, name := range opts.Workloads {
+			w, _ := lookupWorkload(name)
+			for i := range opts.Runs {
+				order := []Applier{Builtin, Walapply}
+				if i%2 == 1 {
+					order = []Applier{Walapply, Builtin}
+				}
+				for _, a := range order {
+					if err := ctx.Err(); err != nil {
+						rep.Finished, rep.LoadEnd = time.Now().UTC(), loadAvg()
+						return rep, err
+					}
+					res := h.once(ctx, w, v, i+1, a)
+					rep.Results = append(rep.Results, res)
+					if res.Err != nil {
+						logf(opts.Log, "FAILED %s PG%d run %d %s: %v", w.name, v, i+1, a, res.Err)
+					}
+				}
+			}
+		}
+	}
+	rep.Finished, rep.LoadEnd = time.Now().UTC(), loadAvg()
+	return rep, nil
+}
+
+// once prepares fresh clusters, builds the backlog, times the decode
+// ceiling, drains with applier a and verifies.
+func (h *harness) once(ctx context.Context, w workload, version, run int, a Applier) (res RunResult) {
+	res = RunResult{Workload: w.name, Version: version, Applier: a, Run: run}
+	log := func(format string, args ...any) {
+		logf(h.opts.Log, "%s PG%d run %d %s: %s", w.name, version, run, a, fmt.Sprintf(format, args...))
+	}
+	dir, err := os.MkdirTemp("", "walbench-run-")
+	if err != nil {
+		res.Err = fmt.Errorf("creating a scratch directory: %w", err)
+		return res
+	}
+	defer os.RemoveAll(dir)
+	r := &runEnv{version: version, scale: h.opts.Scale, db: benchDB, dir: dir}
+	if r.source, r.target, err = startPair(ctx, version); err != nil {
+		res.Err = err
+		return res
+	}
+	defer r.source.Close()
+	defer r.target.Close()
+
+	if err := r.setup(ctx, w); err != nil {
+		res.Err = err
+		return res
+	}
+	start := time.Now()
+	if err := w.generate(ctx, r); err != nil {
+		res.Err = fmt.Errorf("generating the %s backlog on the source: %w", w.name, err)
+		return res
+	}
+	if err := r.exec(ctx, r.source, `INSERT INTO `+markerTable+` VALUES (1, clock_timestamp())`); err != nil {
+		res.Err = fmt.Errorf("inserting the marker row: %w", err)
+		return res
+	}
+	res.Generate = time.Since(start)
+	if res.Decode, res.Messages, err = r.decodeCeiling(ctx); err != nil {
+		res.Err = err
+		return res
+	}
+	log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
+
+	switch a {
+	case Builtin:
+		res.Drain, err = r.drainBuiltin(ctx, w.streamed, h.opts.DrainTimeout)
+	case Walapply:
+		res.Drain, res.PeakRSS, res.Note, err = h.drainWalapply(ctx, r, w.streamed)
+	}
+	if err != nil {
+		res.Err = fmt.Errorf("draining with %s: %w", a, err)
+		return res
+	}
+	if res.Verified, err = verify(ctx, r.source, r.target, r.db); err != nil {
+		res.Err = err
+		return res
+	}
+	msg := fmt.Sprintf("drained in %s; %d tables, %d rows identical", round(res.Drain), res.Verified.Tables, res.Verified.Rows)
+	if res.PeakRSS > 0 {
+		msg += fmt.Sprintf("; peak RSS %s", formatBytes(res.PeakRSS))
+	}
+	if res.Note != "" {
+		msg += "; " + res.Note
+	}
+	log("%s", msg)
+	return res
+}
+
+// startPair starts a source and a target cluster of one version at once.
+func startPair(ctx context.Context, version int) (source, target *testenv.Cluster, err error) {
+	var (
+		wg       sync.WaitGroup
+		clusters [2]*testenv.Cluster
+		errs     [2]error
+	)
+	for i := range clusters {
+		wg.Go(func() { clusters[i], errs[i] = testenv.Start(ctx, testenv.Options{Version: version}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		for _, c := range clusters {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+		return nil, nil, fmt.Errorf("starting PostgreSQL %d clusters: %w", version, err)
+	}
+	return clusters[0], clusters[1], nil
+}
+
+// setup creates the database, schema and initial data on both sides, then
+// the publication and, last, the slot: everything after it is backlog.
+func (r *runEnv) setup(ctx context.Context, w workload) error {
+	var wg sync.WaitGroup
+	var errs [2]error
+	for i, c := range []*testenv.Cluster{r.source, r.target} {
+		wg.Go(func() {
+			if err := c.CreateDatabase(ctx, r.db); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := r.exec(ctx, c, `CREATE TABLE `+markerTable+` (id int PRIMARY KEY, at timestamptz NOT NULL)`); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := w.prepare(ctx, r, c); err != nil {
+				errs[i] = fmt.Errorf("preparing the %s schema on the %s: %w", w.name, [2]string{"source", "target"}[i], err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	return r.exec(ctx, r.source,
+		`CREATE PUBLICATION `+publication+` FOR ALL TABLES`,
+		`SELECT pg_create_logical_replication_slot('`+slotName+`', 'pgoutput')`)
+}
+
+// exec runs statements one by one in database r.db of c, each in its own
+// implicit transaction (the simple protocol, which DO blocks with COMMIT
+// need).
+func (r *runEnv) exec(ctx context.Context, c *testenv.Cluster, sqls ...string) error {
+	conn, err := c.Connect(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, s := range sqls {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("executing %s: %w", abbreviate(s), err)
+		}
+	}
+	return nil
+}
+
+// decodeCeiling times the source decoding the whole backlog without
+// consuming it.
+func (r *runEnv) decodeCeiling(ctx context.Context) (time.Duration, int64, error) {
+	conn, err := r.source.Connect(ctx, r.db)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	start := time.Now()
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes('`+slotName+
+		`', NULL, NULL, 'proto_version', '1', 'publication_names', '`+publication+`')`).Scan(&n)
+	if err != nil {
+		return 0, 0, fmt.Errorf("peeking at slot %s (decode ceiling): %w", slotName, err)
+	}
+	return time.Since(start), n, nil
+}
+
+// abbreviate shortens a statement for an error message.
+func abbreviate(s string) string {
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
+}
+
+func logf(w interface{ Write([]byte) (int, error) }, format string, args ...any) {
+	fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

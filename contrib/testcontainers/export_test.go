@@ -1,0 +1,4 @@
+package walapplytc
+
+// ServerArgs exposes serverArgs to the external tests.
+var ServerArgs = serverArgs
