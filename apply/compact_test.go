@@ -1,0 +1,105 @@
+package apply
+
+import (
+	"testing"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// TestCompactorTransitions checks the net-effect rules row by row.
+func TestCompactorTransitions(t *testing.T) {
+	e := &relEntry{
+		rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
+			Columns: []protocol.RelationColumn{{Name: "k", Flags: protocol.ColumnFlagKey}, {Name: "v"}}},
+		tcol: []int{0, 1}, key: []int{0},
+	}
+	row := func(k, v string) protocol.TupleData {
+		c := []protocol.TupleColumn{{Kind: 't', Data: []byte(k)}, {Kind: 't', Data: []byte(v)}}
+		if v == "" {
+			c[1] = protocol.TupleColumn{Kind: 'u'}
+		}
+		return protocol.TupleData{Columns: c}
+	}
+	ins := func(k, v string) protocol.Message { return &protocol.Insert{RelationID: 1, New: row(k, v)} }
+	upd := func(k, v string) protocol.Message { return &protocol.Update{RelationID: 1, New: row(k, v)} }
+	updKey := func(old, k, v string) protocol.Message {
+		return &protocol.Update{RelationID: 1, OldKind: 'K', Old: row(old, "x"), New: row(k, v)}
+	}
+	del := func(k string) protocol.Message {
+		return &protocol.Delete{RelationID: 1, OldKind: 'K', Old: row(k, "x")}
+	}
+	tests := []struct {
+		name     string
+		msgs     []protocol.Message
+		rejectAt int     // index of the message add must refuse; -1: none
+		want     netKind // net kind of key "1" after the accepted messages
+		wantV    string  // its image's v ("" for none, "u" for unchanged)
+	}{
+		{"insert", []protocol.Message{ins("1", "a")}, -1, netInsert, "a"},
+		{"insert update", []protocol.Message{ins("1", "a"), upd("1", "b")}, -1, netInsert, "b"},
+		{"insert update toast keeps value", []protocol.Message{ins("1", "a"), upd("1", "")}, -1, netInsert, "a"},
+		{"update toast stays unchanged", []protocol.Message{upd("1", "")}, -1, netUpdate, "u"},
+		{"insert delete", []protocol.Message{ins("1", "a"), del("1")}, -1, netNothing, ""},
+		{"insert delete insert", []protocol.Message{ins("1", "a"), del("1"), ins("1", "c")}, -1, netInsert, "c"},
+		{"update delete", []protocol.Message{upd("1", "a"), del("1")}, -1, netDelete, ""},
+		{"delete insert", []protocol.Message{del("1"), ins("1", "n")}, -1, netReplace, "n"},
+		{"delete insert update", []protocol.Message{del("1"), ins("1", "n"), upd("1", "m")}, -1, netReplace, "m"},
+		{"replace delete", []protocol.Message{del("1"), ins("1", "n"), del("1")}, -1, netDelete, ""},
+		{"duplicate insert refused", []protocol.Message{ins("1", "a"), ins("1", "b")}, 1, netInsert, "a"},
+		{"update after delete refused", []protocol.Message{del("1"), upd("1", "b")}, 1, netDelete, ""},
+		{"key change refused", []protocol.Message{ins("1", "a"), updKey("1", "2", "b")}, 1, netInsert, "a"},
+		{"same key in old tuple accepted", []protocol.Message{ins("1", "a"), updKey("1", "1", "b")}, -1, netInsert, "b"},
+	}
+	for _, tc := range tests {
+		c := newCompactor()
+		for i, m := range tc.msgs {
+			ok := c.add(e, m)
+			if ok != (i != tc.rejectAt) {
+				t.Fatalf("%s: message %d accepted = %v", tc.name, i, ok)
+			}
+			if !ok {
+				break
+			}
+		}
+		var key protocol.TupleData = row("1", "x")
+		r := c.byRel[1].rows[c.rowKey(e, &key)]
+		if r == nil {
+			t.Fatalf("%s: no net row", tc.name)
+		}
+		if r.kind != tc.want {
+			t.Errorf("%s: net kind %d, want %d", tc.name, r.kind, tc.want)
+		}
+		got := ""
+		if r.image != nil {
+			if r.image[1].kind == 'u' {
+				got = "u"
+			} else {
+				got = string(c.bytes(r.image[1]))
+			}
+		}
+		if got != tc.wantV {
+			t.Errorf("%s: image v = %q, want %q", tc.name, got, tc.wantV)
+		}
+	}
+}
+
+func TestChunks(t *testing.T) {
+	rows := make([]*netRow, 300)
+	var sizes []int
+	_ = chunks(rows, 2, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil })
+	want := []int{256, 32, 4, 4, 4}
+	_ = want
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	if total != 300 || sizes[0] != 256 || sizes[1] != 32 {
+		t.Errorf("chunks of 300 rows: %v", sizes)
+	}
+	// The parameter limit caps the chunk: 1000 columns allow 32 rows at most.
+	sizes = sizes[:0]
+	_ = chunks(rows[:100], 1000, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil })
+	if sizes[0] != 32 {
+		t.Errorf("chunks with 1000 parameters per row: %v", sizes)
+	}
+}
