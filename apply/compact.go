@@ -448,27 +448,51 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 }
 
 func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
-	// Rows with an unchanged TOAST value need a SET list without it: they
-	// go one by one through the ordinary path's shapes.
-	var plain []*netRow
+	// Rows whose images hold unchanged TOAST values need SET lists without
+	// those columns: rows are written in runs of the same set of columns
+	// (their order does not matter: every row has its own key).
+	var order []string
+	runs := map[string][]*netRow{}
 	for _, r := range rows {
-		if hasUnchanged(r.image) {
-			if err := a.writeOneUpdate(ctx, e, r); err != nil {
-				return err
+		m := make([]byte, len(r.image))
+		for i, x := range r.image {
+			m[i] = '0'
+			if x.kind == protocol.ColumnUnchanged {
+				m[i] = '1'
 			}
-			continue
 		}
-		plain = append(plain, r)
+		k := string(m)
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], r)
 	}
-	var set []int
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 {
-			set = append(set, i)
+	for _, k := range order {
+		if err := a.writeUpdateRun(ctx, e, runs[k]); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// writeUpdateRun writes updates whose images leave out the same columns.
+func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
+	var set []int
+	mask := make([]byte, 0, len(e.rel.Columns))
+	for i := range e.rel.Columns {
+		if e.tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
+			set = append(set, i)
+			mask = append(mask, '1')
+		} else {
+			mask = append(mask, '0')
+		}
+	}
+	if len(set) == 0 {
+		return nil // nothing to write: every column is unchanged
 	}
 	per := len(e.key) + len(set)
-	return chunks(plain, per, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mU%d", len(rs)), func() (string, []uint32) {
+	return chunks(rows, per, func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mU%s-%d", mask, len(rs)), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
 			for n, i := range set {
@@ -516,31 +540,6 @@ func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
 	})
-}
-
-// writeOneUpdate applies one net update through the ordinary UPDATE shapes
-// (its image holds unchanged TOAST values).
-func (a *Applier) writeOneUpdate(ctx context.Context, e *relEntry, r *netRow) error {
-	var img protocol.TupleData
-	img.Columns = make([]protocol.TupleColumn, len(r.image))
-	for i, x := range r.image {
-		img.Columns[i] = protocol.TupleColumn{Kind: x.kind, Data: a.net.bytes(x)}
-	}
-	a.params, a.formats = a.params[:0], a.formats[:0]
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 && img.Columns[i].Kind != protocol.ColumnUnchanged {
-			a.addParam(&img.Columns[i])
-		}
-	}
-	keyStart := len(a.sess.keys)
-	match := a.matchColumns(e, &img, false)
-	sd, err := a.statement(ctx, e, 'U', &img, match, false)
-	if err != nil {
-		return err
-	}
-	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-	a.Stats.Updates.Add(1)
-	return nil
 }
 
 func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
