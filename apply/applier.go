@@ -34,6 +34,7 @@ type openTxn struct {
 	finalLSN   protocol.LSN
 	commitTime protocol.Timestamp
 	skip       bool   // already applied: its end LSN is at or below the origin's progress
+	userSkip   bool   // named by --skip-lsn: committed empty, with the origin moved past it
 	origin     string // from an Origin message, if any
 }
 
@@ -54,6 +55,7 @@ type Applier struct {
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome Outcome
 	stream  streamState   // streamed transactions (stream.go)
+	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
 	tp      twoPhaseState // two-phase transactions (prepare.go)
 	Stats   Stats
 
@@ -63,6 +65,12 @@ type Applier struct {
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
 	group          txnGroup
+
+	// conflict handling (conflict.go)
+	name      string
+	policies  ConflictPolicies
+	recordBuf []byte
+	skipLSN   protocol.LSN // --skip-lsn: the transaction to skip
 
 	// reusable per-change buffers: no allocation per row once warm
 	params   [][]byte
@@ -76,6 +84,8 @@ type Applier struct {
 func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *Applier {
 	a := &Applier{log: log, machine: NewTxnMachine(), rels: NewRelationCache(binary), sess: sess, applied: applied, net: newCompactor()}
 	sess.missing = a.rowMissing
+	sess.conflicted = a.conflicted
+	a.policies = defaultPolicies()
 	return a
 }
 
@@ -128,12 +138,16 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
 		a.outcome.Began = true
 		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
+		a.txn.userSkip = !a.txn.skip && a.skipLSN != 0 && b.FinalLSN == a.skipLSN
 		if !a.txn.skip && a.group.count == 0 {
 			a.sess.begin()
 		}
 	case EvChange:
-		if a.txn.skip {
+		if a.txn.skip || a.txn.userSkip {
 			return ev, nil
+		}
+		if msg = a.copied.filter(a, msg); msg == nil {
+			return ev, nil // the table's initial copy holds it (copy_filter.go)
 		}
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
@@ -148,6 +162,9 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		if a.txn.skip {
 			a.noteSkipped()
 			return ev, nil
+		}
+		if a.txn.userSkip {
+			a.recordUserSkip()
 		}
 		if err := a.endGrouped(ctx, c.EndLSN, c.CommitTime); err != nil {
 			return ev, err
@@ -279,7 +296,8 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 }
 
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
+	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
 	if q != nil {
 		if q.xid != 0 {
 			te.Xid, te.CommitLSN = q.xid, q.commitLSN
@@ -338,7 +356,7 @@ func (a *Applier) changeNet(ctx context.Context, msg protocol.Message) error {
 	if err != nil {
 		return err
 	}
-	if !compactable(e) {
+	if !compactable(e, a.policies) {
 		// Applied in order; other tables' pending rows may come later,
 		// which nothing can tell apart on the replica session.
 		return a.change(ctx, msg)
@@ -428,7 +446,11 @@ func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
 	if err != nil {
 		return err
 	}
-	a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+	keyStart := len(a.sess.keys)
+	if c, _ := a.wraps('I'); c != "" {
+		a.sess.keys = a.renderTupleKey(a.sess.keys, e, &m.New)
+	}
+	a.queueRow(opInsert, 'I', e, sd, keyStart)
 	a.Stats.Inserts.Add(1)
 	return nil
 }
@@ -465,6 +487,15 @@ func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
 	if err != nil {
 		return err
 	}
+	kind := byte('U')
+	if a.policies[ConflictUpdateExists] != PolicyError && keyMoves(e, m) {
+		if err := a.queueUpdateExists(ctx, e, m); err != nil {
+			return err
+		}
+		if a.policies[ConflictUpdateExists] == PolicySkip {
+			kind = 'G'
+		}
+	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for i := range e.rel.Columns {
 		if e.tcol[i] >= 0 && m.New.Columns[i].Kind != protocol.ColumnUnchanged {
@@ -473,11 +504,16 @@ func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
 	}
 	keyStart := len(a.sess.keys)
 	match := a.matchColumns(e, src, full)
-	sd, err := a.statement(ctx, e, 'U', &m.New, match, full)
+	if kind == 'G' {
+		for _, i := range e.key {
+			a.addParam(&m.New.Columns[i])
+		}
+	}
+	sd, err := a.statement(ctx, e, kind, &m.New, match, full)
 	if err != nil {
 		return err
 	}
-	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.queueRow(opUpdate, kind, e, sd, keyStart)
 	a.Stats.Updates.Add(1)
 	return nil
 }
@@ -498,7 +534,7 @@ func (a *Applier) delete(ctx context.Context, m *protocol.Delete) error {
 	if err != nil {
 		return err
 	}
-	a.sess.queueStmt(opDelete, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.queueRow(opDelete, 'D', e, sd, keyStart)
 	a.Stats.Deletes.Add(1)
 	return nil
 }

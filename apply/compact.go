@@ -154,7 +154,11 @@ func (c *compactor) table(e *relEntry) *netTable {
 
 // compactable reports whether a relation's changes may be compacted (see
 // the file comment).
-func compactable(e *relEntry) bool {
+func compactable(e *relEntry, p ConflictPolicies) bool {
+	// Upserts and inserts of missing rows are done row by row.
+	if p[ConflictInsertExists] != PolicyError || p[ConflictUpdateMissing] == PolicyApply {
+		return false
+	}
 	if e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull || len(e.key) == 0 || !e.target.KeyOnlyUnique {
 		return false
 	}
@@ -374,19 +378,8 @@ func keyMatch(b *strings.Builder, e *relEntry) {
 		} else {
 			b.WriteString(" = ")
 		}
-		b.WriteString("_v.c" + strconv.Itoa(n))
+		b.WriteString("_v.column" + strconv.Itoa(n+1))
 	}
-}
-
-func vAlias(b *strings.Builder, n int) {
-	b.WriteString(" AS _v(")
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("c" + strconv.Itoa(i))
-	}
-	b.WriteString(")")
 }
 
 func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
@@ -491,21 +484,34 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 		return nil // nothing to write: every column is unchanged
 	}
 	per := len(e.key) + len(set)
-	return chunks(rows, per, func(rs []*netRow) error {
+	conflict, fail := a.wraps('U')
+	width := per
+	if conflict != "" {
+		width++ // the row's key as text, for the conflict record
+	}
+	return chunks(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mU%s-%d", mask, len(rs)), func() (string, []uint32) {
 			var b strings.Builder
+			if conflict != "" {
+				b.WriteString("WITH _v AS (VALUES ")
+				valuesList(&b, len(rs), width, 1)
+				b.WriteString("), _w AS (")
+			}
 			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
 			for n, i := range set {
 				if n > 0 {
 					b.WriteString(", ")
 				}
 				b.WriteString(quoteIdent(e.target.Columns[e.tcol[i]].Name))
-				b.WriteString(" = _v.c" + strconv.Itoa(len(e.key)+n))
+				b.WriteString(" = _v.column" + strconv.Itoa(len(e.key)+n+1))
 			}
-			b.WriteString(" FROM (VALUES ")
-			valuesList(&b, len(rs), per, 1)
-			b.WriteString(")")
-			vAlias(&b, per)
+			if conflict != "" {
+				b.WriteString(" FROM _v")
+			} else {
+				b.WriteString(" FROM (VALUES ")
+				valuesList(&b, len(rs), per, 1)
+				b.WriteString(") AS _v")
+			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
 			var oids []uint32
@@ -515,9 +521,24 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			for _, i := range set {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			all := make([]uint32, 0, len(rs)*len(oids))
+			if conflict != "" {
+				oids = append(oids, 25)
+			}
+			all := make([]uint32, 0, len(rs)*len(oids)+len(recordOIDs))
 			for range rs {
 				all = append(all, oids...)
+			}
+			if conflict != "" {
+				ck := "_v.column" + strconv.Itoa(width)
+				b.WriteString(" RETURNING " + ck + ") ")
+				if fail {
+					raiseInstead(&b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
+					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
+				} else {
+					recordInsert(&b, conflict, "skipped", len(all)+1, ck)
+					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
+				}
+				all = append(all, recordOIDs...)
 			}
 			return b.String(), all
 		})
@@ -533,10 +554,20 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			for _, i := range set {
 				a.addCell(r.image[i])
 			}
+			if conflict != "" {
+				a.addKeyText(e, r)
+			}
 		}
 		a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
+		if conflict != "" {
+			a.appendRecordParams(e, nil)
+		}
 		a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-		a.sess.queued[len(a.sess.queued)-1].rows = len(rs)
+		q := &a.sess.queued[len(a.sess.queued)-1]
+		q.rows = len(rs)
+		if !fail {
+			q.conflict = conflict
+		}
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
 	})
@@ -544,22 +575,47 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 
 func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
 	per := len(e.key)
-	return chunks(rows, per, func(rs []*netRow) error {
+	conflict, fail := a.wraps('D')
+	width := per
+	if conflict != "" {
+		width++
+	}
+	return chunks(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mD%d", len(rs)), func() (string, []uint32) {
 			var b strings.Builder
-			b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (VALUES ")
-			valuesList(&b, len(rs), per, 1)
-			b.WriteString(")")
-			vAlias(&b, per)
+			if conflict != "" {
+				b.WriteString("WITH _v AS (VALUES ")
+				valuesList(&b, len(rs), width, 1)
+				b.WriteString("), _w AS (DELETE FROM " + e.target.Quoted + " AS _t USING _v")
+			} else {
+				b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (VALUES ")
+				valuesList(&b, len(rs), per, 1)
+				b.WriteString(") AS _v")
+			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
 			var oids []uint32
 			for _, i := range e.key {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			all := make([]uint32, 0, len(rs)*len(oids))
+			if conflict != "" {
+				oids = append(oids, 25)
+			}
+			all := make([]uint32, 0, len(rs)*len(oids)+len(recordOIDs))
 			for range rs {
 				all = append(all, oids...)
+			}
+			if conflict != "" {
+				ck := "_v.column" + strconv.Itoa(width)
+				b.WriteString(" RETURNING " + ck + ") ")
+				if fail {
+					raiseInstead(&b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
+					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
+				} else {
+					recordInsert(&b, conflict, "skipped", len(all)+1, ck)
+					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
+				}
+				all = append(all, recordOIDs...)
 			}
 			return b.String(), all
 		})
@@ -572,13 +628,41 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			for _, x := range r.key {
 				a.addCell(x)
 			}
+			if conflict != "" {
+				a.addKeyText(e, r)
+			}
 		}
 		a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
+		if conflict != "" {
+			a.appendRecordParams(e, nil)
+		}
 		a.sess.queueStmt(opDelete, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-		a.sess.queued[len(a.sess.queued)-1].rows = len(rs)
+		q := &a.sess.queued[len(a.sess.queued)-1]
+		q.rows = len(rs)
+		if !fail {
+			q.conflict = conflict
+		}
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
+}
+
+// addKeyText adds a row's key rendered as text, the key of its conflict
+// record, as a parameter; the text lives in the compactor's arena.
+func (a *Applier) addKeyText(e *relEntry, r *netRow) {
+	c := a.net
+	start := len(c.arena)
+	for j, i := range e.key {
+		if j > 0 {
+			c.arena = append(c.arena, ", "...)
+		}
+		c.arena = append(c.arena, e.rel.Columns[i].Name...)
+		c.arena = append(c.arena, '=')
+		x := r.key[j]
+		c.arena = appendValue(c.arena, &protocol.TupleColumn{Kind: x.kind, Data: c.bytes(x)})
+	}
+	a.params = append(a.params, c.arena[start:len(c.arena):len(c.arena)])
+	a.formats = append(a.formats, 0)
 }
 
 // renderKeys renders the keys of a multi-row statement for messages.

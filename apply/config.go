@@ -40,6 +40,17 @@ type Config struct {
 	GIDMode twophase.Mode
 	// Binary asks for binary-format values where the source can send them.
 	Binary bool
+	// Copy runs the initial copy before streaming (copy.go): the slot is
+	// created with an exported snapshot, every published table's rows are
+	// copied into the target in that snapshot, and streaming starts at the
+	// slot's consistent point. An interrupted copy resumes with the tables
+	// that did not finish; a finished one is not repeated. CopyWorkers
+	// tables are copied at once (default 2). OnCopyProgress, if set, is
+	// called during the copy (after each table, and about every second);
+	// it must not block for long.
+	Copy           bool
+	CopyWorkers    int
+	OnCopyProgress func(CopyProgress)
 	// Origin filters changes by where they came from: "none" asks the
 	// source (PostgreSQL 16+) for only the changes made on it, leaving out
 	// those that were themselves replicated into it under a replication
@@ -62,6 +73,15 @@ type Config struct {
 	// GroupCommit folds consecutive source transactions into one target
 	// transaction (see group.go); on by default through NoGroupCommit.
 	NoGroupCommit bool
+	// Conflicts sets a policy per conflict kind (conflict.go); kinds left
+	// out keep PostgreSQL's behaviour.
+	Conflicts ConflictPolicies
+	// SkipLSN skips the source transaction whose commit LSN it is, as
+	// ALTER SUBSCRIPTION ... SKIP does: its changes are not applied, the
+	// origin moves past it, and the skip is logged and recorded in
+	// walapply.conflicts. Use the commit LSN an error named.
+	SkipLSN protocol.LSN
+
 	// NoCompaction turns off net-effect compaction within groups
 	// (compact.go): every source change becomes its own statement.
 	NoCompaction bool
@@ -141,6 +161,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := checkTwoPhaseConfig(&cfg); err != nil {
 		return cfg, err
 	}
+	policies, err := cfg.Conflicts.withDefaults()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Conflicts = policies
 	if cfg.GroupMaxWait <= 0 {
 		cfg.GroupMaxWait = 50 * time.Millisecond
 	}

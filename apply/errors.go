@@ -3,7 +3,10 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
@@ -103,7 +106,11 @@ func IsTransient(err error) bool {
 	}
 	var schema *SchemaError
 	var perm *PermanentError
-	if errors.As(err, &schema) || errors.As(err, &perm) || errors.Is(err, ErrProtocolOrder) || errors.Is(err, ErrConfig) || errors.Is(err, ErrNotSupported) {
+	var conflict *ConflictError
+	if errors.As(err, &schema) || errors.As(err, &perm) || errors.As(err, &conflict) || errors.Is(err, ErrProtocolOrder) || errors.Is(err, ErrConfig) || errors.Is(err, ErrNotSupported) {
+		return false
+	}
+	if isTLSFailure(err) { // see errdetail.go
 		return false
 	}
 	var pgErr *pgconn.PgError
@@ -138,16 +145,22 @@ func IsTransient(err error) bool {
 	return pgconn.SafeToRetry(err) || isConnError(err)
 }
 
+// isConnError recognises a broken or unreachable connection by the
+// errors' types, never by their text (which may quote user data).
 func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return true
 	}
-	s := err.Error()
-	for _, frag := range []string{"connection reset", "broken pipe", "unexpected EOF", "EOF", "connection refused", "conn closed", "closed network connection", "timeout", "i/o timeout", "server closed the connection", "failed to receive message", "failed to write"} {
-		if strings.Contains(s, frag) {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	for _, target := range []error{pgconn.ErrConnClosed, io.EOF, io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed,
+		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE, syscall.ECONNABORTED, syscall.ETIMEDOUT} {
+		if errors.Is(err, target) {
 			return true
 		}
 	}
-	return false
+	return pgconn.Timeout(err)
 }

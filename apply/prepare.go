@@ -68,8 +68,10 @@ type twoPhaseState struct {
 
 	// setupUnless is twophase.XactSetupUnlessPreparedSQL, prepared.
 	setupUnless *pgconn.StatementDescription
-	// gid is the target GID of the transaction being prepared.
-	gid string
+	// gid is the target GID of the transaction being prepared; open says
+	// that a Begin Prepare has come and its Prepare not yet.
+	gid  string
+	open bool
 	// prepared holds the GIDs prepared by this session and not finished
 	// yet, to tell an outcome whose transaction vanished from one that
 	// never reached the target.

@@ -56,6 +56,7 @@ func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 		return err
 	}
 	a.txn.skip = skip
+	a.tp.open = true
 	if !skip {
 		a.sess.begin()
 	}
@@ -64,6 +65,18 @@ func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 
 // prepare ends the open transaction with PREPARE TRANSACTION.
 func (a *Applier) prepare(ctx context.Context, m *protocol.Prepare) error {
+	if !a.tp.open {
+		// A Prepare without Begin Prepare (see TxnMachine): nothing to
+		// prepare on the target. Its outcome then finds no prepared
+		// transaction, as after PostgreSQL 15, which sends nothing at
+		// PREPARE for such a transaction.
+		a.outcome.Began = true
+		a.log.Debug().Uint32("xid", m.Xid).Str("source_gid", m.GID).Stringer("prepare_lsn", m.PrepareLSN).
+			Msg("Prepare without Begin Prepare: a prepared transaction with nothing to replicate; nothing prepared on the target")
+		a.tpEnded()
+		return nil
+	}
+	a.tp.open = false
 	if a.txn.skip {
 		a.tpSkipped()
 		return nil
@@ -224,13 +237,11 @@ func (a *Applier) notPrepared(f *finish, gid string) {
 	}
 	ev := a.log.Info()
 	msg := "no such prepared transaction on the target: the source sent nothing at its PREPARE (no changes to replicate, or prepared before two-phase decoding began on the slot); nothing to do"
-	if ours || (f.commit && f.prepareEnd == 0) {
-		// A transaction this session prepared has gone, or a commit finds
-		// nothing: someone finished it on the target, or its changes never
-		// arrived. Worth a look either way.
+	if ours {
+		// A transaction this session prepared has gone: someone finished
+		// it on the target by hand.
 		ev = a.log.Warn()
-		msg = "no such prepared transaction on the target, although the origin does not show it finished: if it was prepared, someone finished it on the target by hand; " +
-			"a source transaction without changes to replicate is not sent at PREPARE"
+		msg = "the transaction this applier prepared on the target is no longer prepared there: someone finished it by hand"
 	}
 	ev.Uint32("xid", f.xid).Str("gid", gid).Str("source_gid", f.sourceGID).Stringer("end_lsn", f.end).
 		Stringer("prepare_end_lsn", f.prepareEnd).Msg(f.what() + ": " + msg)

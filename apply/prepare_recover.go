@@ -125,6 +125,16 @@ func (s *session) findLeftovers(ctx context.Context) error {
 	if err != nil || len(mine) == 0 {
 		return err
 	}
+	if tp.mode == twophase.GIDModeSource {
+		// Outcomes are looked up under the source's GIDs now: nothing will
+		// finish these.
+		for _, p := range mine {
+			s.cfg.Logger.Warn().Str("gid", p.GID).Uint32("source_xid", p.SourceXid).Time("prepared_at", p.Prepared).
+				Msg("prepared on the target under a GID of --gid-mode applier, which --gid-mode source does not finish: " +
+					"run with --gid-mode applier until it is finished, or finish it by hand")
+		}
+		return nil
+	}
 	onSource, pos, err := sourcePrepared(ctx, s.source)
 	if err != nil {
 		return err

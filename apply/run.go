@@ -166,6 +166,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
 		return err
 	}
+	if err := s.initialCopy(ctx); err != nil { // copy.go: --copy creates the slot
+		return err
+	}
 	if err := s.ensureSlot(ctx); err != nil {
 		return err
 	}
@@ -179,8 +182,12 @@ func (s *session) connect(ctx context.Context) error {
 		return fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
 	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
+	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
+		return err
+	}
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.compaction = !cfg.NoCompaction
+	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
 	s.tracker = state.NewFlushTracker(start)
 	if err := s.prepareStreaming(ctx); err != nil {
 		return err

@@ -34,7 +34,16 @@ func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 	if sd, ok := e.stmts[string(shape)]; ok {
 		return sd, nil
 	}
-	sql, oids := buildStatement(e, kind, set, match, full)
+	base := kind
+	if kind == 'G' {
+		base = 'U'
+	}
+	sql, oids := buildStatement(e, base, set, match, full)
+	if kind == 'G' {
+		// update_exists=skip: leave the row alone when its new key is taken.
+		sql, oids = guardNewKey(e, sql, oids)
+	}
+	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
 	if err := a.Settle(ctx); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -66,6 +67,10 @@ type streamState struct {
 	// dec decodes spilled changes at replay; it is not the live stream's
 	// decoder, whose Stream Commit message is still in use during replay.
 	dec *protocol.Decoder
+	// keepalive tells the source the applier is alive during a long
+	// replay, every keepaliveEvery; nil in tests without a source.
+	keepalive      func(context.Context) error
+	keepaliveEvery time.Duration
 }
 
 // replayDecoderOptions are those of the decoder of spilled changes. The
@@ -137,6 +142,14 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A replay can take longer than the source's wal_sender_timeout, and
+	// the run loop sends no feedback meanwhile: the replay sends the
+	// positions last computed (safe: nothing of the transaction is in them).
+	st.keepalive = func(ctx context.Context) error {
+		w, f, a := s.tracker.Feedback()
+		return s.stream.SendStatus(ctx, w, f, a, false)
+	}
+	st.keepaliveEvery = cfg.FeedbackInterval
 	s.applier.stream = st
 	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
 	return nil

@@ -3,6 +3,7 @@ package apply_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,7 +52,7 @@ func BenchmarkStreamedBig(b *testing.B) {
 	}
 	version := versions[len(versions)-1]
 	ctx := context.Background()
-	settings := map[string]string{"max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+	settings := map[string]string{"max_wal_size": "2GB", "checkpoint_timeout": "30min"}
 	pair := testenv.NewPair(b, testenv.PairOptions{Version: version, SourceSettings: settings, TargetSettings: settings})
 	src, tgt := pair.Source, pair.Target
 	const table = `CREATE TABLE big (id bigint PRIMARY KEY, payload text)`
@@ -63,10 +64,43 @@ func BenchmarkStreamedBig(b *testing.B) {
 	mustExec(b, tgt, "sub", table)
 	insert := fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, %d) g`, rows)
 	dataBytes := rows * (8 + 256)
-
-	// walapply.
 	bin := buildWalapply(b)
+	rounds := 1
+	if s := os.Getenv("WALAPPLY_BENCH_ROUNDS"); s != "" {
+		if rounds, err = strconv.Atoi(s); err != nil || rounds <= 0 {
+			b.Fatalf("WALAPPLY_BENCH_ROUNDS=%q: want a positive number", s)
+		}
+	}
+	b.Logf("PostgreSQL %d, one streamed transaction of %d rows, %.2f GB of row data; %d round(s)", version, rows, float64(dataBytes)/1e9, rounds)
+	b.Logf("%-9s %-14s %12s %18s %12s %14s", "round", "consumer", "INSERT", "COMMIT->target", "replay", "peak RSS")
+	var walSum, pgSum time.Duration
+	var peak int64
+	for round := 1; round <= rounds; round++ {
+		w := benchWalapply(b, bin, src, tgt, insert, rows)
+		b.Logf("%-9d %-14s %11.1fs %17.1fs %11.1fs %10.1f MiB   (maxrss %.1f MiB, spill peak %.2f GB)", round, "walapply",
+			w.load.Seconds(), w.apply.Seconds(), w.replay.Seconds(), float64(w.hwm)/1024, float64(w.maxrss)/1024, float64(w.spill)/1e9)
+		p := benchSubscriber(b, src, tgt, insert, rows)
+		b.Logf("%-9d %-14s %11.1fs %17.1fs %12s %10.1f MiB   (apply worker; counts the shared buffers it touched)", round, "PG subscriber",
+			p.load.Seconds(), p.apply.Seconds(), "", float64(p.hwm)/1024)
+		walSum += w.apply
+		pgSum += p.apply
+		peak = max(peak, w.hwm)
+	}
+	b.ReportMetric(walSum.Seconds()/float64(rounds), "walapply-commit-s")
+	b.ReportMetric(pgSum.Seconds()/float64(rounds), "pgsub-commit-s")
+	b.ReportMetric(float64(peak)/1024, "walapply-peak-MiB")
+}
+
+// benchResult is one consumer's run of the transaction.
+type benchResult struct {
+	load, apply, replay time.Duration // source INSERT; source COMMIT to target commit; walapply's replay
+	hwm, maxrss, spill  int64         // KiB, KiB, bytes
+}
+
+// benchWalapply runs the transaction with a walapply process consuming it.
+func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert string, rows int) benchResult {
 	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('wal', 'pgoutput')`)
+	mustExec(b, tgt, "postgres", `TRUNCATE big`)
 	spill := filepath.Join(b.TempDir(), "spill")
 	logPath := filepath.Join(b.TempDir(), "walapply.log")
 	logf, err := os.Create(logPath)
@@ -85,54 +119,57 @@ func BenchmarkStreamedBig(b *testing.B) {
 	stopSpill := make(chan struct{})
 	spillPeak := make(chan int64, 1)
 	go func() { spillPeak <- watchDirSize(spill, stopSpill) }()
-	walLoad, walApply := runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
+	var r benchResult
+	r.load, r.apply = runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
 		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('walapply_wal', false)", before)
 	}, tgt, "postgres")
 	close(stopSpill)
-	hwm := vmHWM(cmd.Process.Pid)
+	r.hwm = vmHWM(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		log, _ := os.ReadFile(logPath)
 		b.Fatalf("walapply: %v\n%s", err, tail(log, 4000))
 	}
-	maxrss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
-	if log, err := os.ReadFile(logPath); err == nil {
-		for _, line := range strings.Split(string(log), "\n") {
-			if strings.Contains(line, "streamed transaction") {
-				b.Logf("walapply: %s", line)
+	r.maxrss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	r.spill = <-spillPeak
+	log, _ := os.ReadFile(logPath)
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "replayed a streamed transaction") {
+			var entry struct {
+				Replay float64 `json:"replay"` // milliseconds
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil {
+				r.replay = time.Duration(entry.Replay * float64(time.Millisecond))
 			}
 		}
 	}
 	checkCount(b, tgt, "postgres", rows)
 	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('wal')`, `TRUNCATE big`)
+	return r
+}
 
-	// PostgreSQL's subscriber, same transaction.
+// benchSubscriber runs the transaction with a PostgreSQL subscription
+// (streaming = on) consuming it.
+func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, rows int) benchResult {
+	ctx := context.Background()
 	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
-	mustExec(b, tgt, "sub", fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
+	mustExec(b, tgt, "sub", `TRUNCATE big`, fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
 		WITH (streaming = on, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres")))
 	waitSlotActive(b, src, "sub")
-	pgLoad, pgApply := runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
+	var r benchResult
+	r.load, r.apply = runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
 		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('pg_' || oid, false) FROM pg_subscription WHERE subname = 'sub'", before)
 	}, tgt, "sub")
-	var workerPid int
 	if c, err := tgt.Connect(ctx, "sub"); err == nil {
-		_ = c.QueryRow(ctx, `SELECT pid FROM pg_stat_subscription WHERE subname = 'sub' AND relid IS NULL`).Scan(&workerPid)
+		var pid int
+		_ = c.QueryRow(ctx, `SELECT pid FROM pg_stat_subscription WHERE subname = 'sub' AND relid IS NULL`).Scan(&pid)
+		r.hwm = vmHWM(pid)
 		c.Close(ctx)
 	}
-	workerHWM := vmHWM(workerPid)
 	checkCount(b, tgt, "sub", rows)
 	mustExec(b, tgt, "sub", `ALTER SUBSCRIPTION sub DISABLE`, `ALTER SUBSCRIPTION sub SET (slot_name = NONE)`, `DROP SUBSCRIPTION sub`)
-
-	b.Logf("PostgreSQL %d, one streamed transaction of %d rows, %.2f GB of row data", version, rows, float64(dataBytes)/1e9)
-	b.Logf("%-28s %14s %14s", "", "walapply", "PG subscriber")
-	b.Logf("%-28s %13.1fs %13.1fs", "source INSERT (streaming)", walLoad.Seconds(), pgLoad.Seconds())
-	b.Logf("%-28s %13.1fs %13.1fs", "source COMMIT -> target", walApply.Seconds(), pgApply.Seconds())
-	b.Logf("%-28s %10.1f MiB %10.1f MiB", "peak RSS (VmHWM)", float64(hwm)/1024, float64(workerHWM)/1024)
-	b.Logf("walapply: maxrss %.1f MiB (getrusage), spill files peaked at %.2f GB", float64(maxrss)/1024, float64(<-spillPeak)/1e9)
-	b.Logf("(the PG apply worker's VmHWM counts the shared buffers it touched; walapply has none)")
-	b.ReportMetric(walApply.Seconds(), "walapply-commit-s")
-	b.ReportMetric(pgApply.Seconds(), "pgsub-commit-s")
-	b.ReportMetric(float64(hwm)/1024, "walapply-peak-MiB")
+	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('sub')`, `TRUNCATE big`)
+	return r
 }
 
 func mustExec(tb testing.TB, c *testenv.Cluster, db string, sqls ...string) {

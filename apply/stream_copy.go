@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"strings"
 
@@ -20,8 +21,10 @@ import (
 // columns get their defaults), values in the same text form parsed by the
 // same input functions under the same session settings, the same triggers
 // (session_replication_role = replica applies to COPY too), routing into
-// partitions, and any error aborts the target transaction. Rows with
-// binary-format values (--binary) take the ordinary path.
+// partitions, and any error aborts the target transaction. With --binary
+// the rows go in COPY's binary format, which carries the same send-format
+// bytes the INSERT would have bound; a row mixing text and binary values
+// (a type without a binary send function) takes the ordinary path.
 //
 // The rows are read from the spill file while COPY runs: pgconn's CopyFrom
 // pulls them through copyRun.Read (on a goroutine of its own, while this one
@@ -40,10 +43,11 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	if err != nil {
 		return false, a.fail(ctx, err)
 	}
-	if !copyableRow(e, &first.New) {
+	format := copyFormat(e, &first.New, 0)
+	if format == 0 {
 		return false, nil
 	}
-	sql, ok := copySQL(e)
+	sql, ok := copySQL(e, format)
 	if !ok {
 		return false, nil
 	}
@@ -51,7 +55,10 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	if failed, err := a.sess.flush(ctx); err != nil {
 		return true, a.failStmt(ctx, failed, err)
 	}
-	c := &copyRun{p: p, e: e, rel: first.RelationID, buf: make([]byte, 0, 64<<10)}
+	c := &copyRun{p: p, e: e, rel: first.RelationID, format: format, buf: make([]byte, 0, 64<<10)}
+	if format == protocol.ColumnBinary {
+		c.buf = append(c.buf, copyBinaryHeader...)
+	}
 	c.encode(&first.New)
 	_, err = a.sess.pg.CopyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
@@ -64,21 +71,38 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	return true, nil
 }
 
-// copyableRow reports whether an insert's tuple can go into a text COPY.
-func copyableRow(e *relEntry, t *protocol.TupleData) bool {
+// copyFormat returns the COPY format an insert's tuple can be sent in:
+// protocol.ColumnText or protocol.ColumnBinary when all its written values
+// are in that format or NULL, else 0. A tuple of NULLs alone fits want
+// (0: text).
+func copyFormat(e *relEntry, t *protocol.TupleData, want byte) byte {
 	if len(t.Columns) != len(e.rel.Columns) {
-		return false // the ordinary path reports it
+		return 0 // the ordinary path reports it
 	}
 	for i := range t.Columns {
-		if t.Columns[i].Kind == protocol.ColumnBinary && e.tcol[i] >= 0 {
-			return false
+		if e.tcol[i] < 0 {
+			continue
+		}
+		switch k := t.Columns[i].Kind; k {
+		case protocol.ColumnText, protocol.ColumnBinary:
+			if want != 0 && want != k {
+				return 0
+			}
+			want = k
 		}
 	}
-	return true
+	if want == 0 {
+		return protocol.ColumnText
+	}
+	return want
 }
 
+// copyBinaryHeader starts the data of a binary COPY: signature, flags,
+// header extension length.
+var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
 // copySQL returns the COPY statement for a relation's written columns.
-func copySQL(e *relEntry) (string, bool) {
+func copySQL(e *relEntry, format byte) (string, bool) {
 	var b strings.Builder
 	b.WriteString("COPY ")
 	b.WriteString(e.target.Quoted)
@@ -94,19 +118,25 @@ func copySQL(e *relEntry) (string, bool) {
 		}
 	}
 	b.WriteString(") FROM STDIN")
+	if format == protocol.ColumnBinary {
+		b.WriteString(" (FORMAT binary)")
+	}
 	return b.String(), n > 0
 }
 
 // copyRun is the data of one COPY: rows in COPY's text format, encoded from
 // the spill file as CopyFrom asks for them.
 type copyRun struct {
-	p    *replayer
-	e    *relEntry
-	rel  uint32
-	buf  []byte // encoded rows not yet handed to CopyFrom
-	done bool
-	rows int64
-	err  error // reading the spill file failed
+	p      *replayer
+	e      *relEntry
+	rel    uint32
+	format byte   // protocol.ColumnText or protocol.ColumnBinary
+	buf    []byte // encoded rows not yet handed to CopyFrom
+	done   bool
+	rows   int64
+	err    error // reading the spill file failed
+	// trailer: the binary format's end marker is in buf
+	trailer bool
 }
 
 // Read fills b with whole rows as far as they fit (one CopyData message per
@@ -119,11 +149,15 @@ func (c *copyRun) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		ins, ok := msg.(*protocol.Insert)
-		if !ok || ins.RelationID != c.rel || !copyableRow(c.e, &ins.New) {
+		if !ok || ins.RelationID != c.rel || copyFormat(c.e, &ins.New, c.format) != c.format {
 			c.p.stash, c.done = msg, true
 			break
 		}
 		c.encode(&ins.New)
+	}
+	if c.done && c.format == protocol.ColumnBinary && !c.trailer {
+		c.buf = append(c.buf, 0xff, 0xff) // the file trailer: a field count of -1
+		c.trailer = true
 	}
 	if len(c.buf) == 0 {
 		return 0, io.EOF
@@ -137,6 +171,10 @@ func (c *copyRun) Read(b []byte) (int, error) {
 // insert, as on the ordinary path) are \N; text values are escaped as COPY's
 // text format requires.
 func (c *copyRun) encode(t *protocol.TupleData) {
+	if c.format == protocol.ColumnBinary {
+		c.encodeBinary(t)
+		return
+	}
 	b := c.buf
 	first := true
 	for i := range t.Columns {
@@ -182,4 +220,32 @@ func appendCopyText(dst, v []byte) []byte {
 		start = i + 1
 	}
 	return append(dst, v[start:]...)
+}
+
+// encodeBinary appends one row in COPY's binary format: the field count,
+// then each field's length (-1 for NULL) and its bytes, which are the
+// type's binary send format, as pgoutput sends them with binary = true.
+func (c *copyRun) encodeBinary(t *protocol.TupleData) {
+	b := c.buf
+	n := 0
+	for i := range t.Columns {
+		if c.e.tcol[i] >= 0 {
+			n++
+		}
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
+	for i := range t.Columns {
+		if c.e.tcol[i] < 0 {
+			continue
+		}
+		col := &t.Columns[i]
+		if col.Kind != protocol.ColumnBinary {
+			b = binary.BigEndian.AppendUint32(b, 0xffffffff) // NULL
+			continue
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(col.Data)))
+		b = append(b, col.Data...)
+	}
+	c.buf = b
+	c.rows++
 }

@@ -9,6 +9,28 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
+// TestStreamedBinary replays streamed values of many types with --binary:
+// long runs of inserts go through COPY's binary format.
+func TestStreamedBinary(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, streamSettings(version), nil)
+		h.both(`CREATE TABLE il (id int PRIMARY KEY, v text)`,
+			`CREATE TABLE ty (id int PRIMARY KEY, t text, n numeric, ts timestamptz, j jsonb, b bytea, a text[], p point, iv interval, u uuid)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE il, ty`)
+		h.createSlot("b")
+		cfg, _ := h.streamConfig("b", "on", "pub")
+		cfg.Binary = true
+		stop := h.runApplier(cfg)
+		streamValues(h, "b")
+		if n, _ := strconv.Atoi(h.streamedTxns("b")); n < 1 {
+			t.Errorf("the source streamed %d transactions, want 1", n)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("applier: %v", err)
+		}
+	})
+}
+
 // TestStreamedTransactions replays streamed in-progress transactions onto a
 // real target: interleaved ones whose order matters, nested savepoints with
 // ROLLBACK TO and RELEASE, aborts, and a target with extra columns. With
@@ -40,7 +62,7 @@ func TestStreamedTransactions(t *testing.T) {
 				streamSavepoints(h, logs)
 				streamAborts(h, logs)
 				streamExtraColumns(h)
-				streamValues(h)
+				streamValues(h, "s")
 
 				streamed, _ := strconv.Atoi(h.streamedTxns("s"))
 				if streamed < 8 {
@@ -164,7 +186,7 @@ func streamExtraColumns(h *harness) {
 // streamValues: values of many types, and text that COPY's text format must
 // escape (tabs, newlines, backslashes, a literal \N), in long runs of
 // inserts (replayed with COPY) and single ones (replayed with INSERT).
-func streamValues(h *harness) {
+func streamValues(h *harness, slot string) {
 	h.t.Helper()
 	c := h.conn(true)
 	values := `SELECT g,
@@ -181,7 +203,7 @@ func streamValues(h *harness) {
 		`UPDATE ty SET t = E'updated\\\t' WHERE id % 10 = 0`,
 		"INSERT INTO ty "+fmt.Sprintf(values, 2001, 3000),
 		"COMMIT")
-	h.waitCaughtUp("s", time.Minute)
+	h.waitCaughtUp(slot, time.Minute)
 	if n := h.compare(tableRows("ty", "")); n != 2530 {
 		h.t.Errorf("ty has %d rows, want 2530", n)
 	}

@@ -20,7 +20,7 @@ func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: m.CommitLSN < a.applied}
 	if a.txn.skip {
 		if err := a.dropSpilled(m.Xid); err != nil {
-			return err
+			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction applied before")
 		}
 		a.noteSkipped()
 		return nil
@@ -74,7 +74,7 @@ func (a *Applier) replaySpilled(ctx context.Context, xid uint32) error {
 		return newSpillError(xid, path, "opening for replay", err)
 	}
 	defer r.Close()
-	p := &replayer{r: r, dec: st.dec, xid: xid, path: path}
+	p := &replayer{r: r, dec: st.dec, xid: xid, path: path, a: a, ctx: ctx, lastKeepalive: time.Now()}
 	a.sess.txnXid, a.sess.txnLSN = xid, a.txn.finalLSN // as a Begin does
 	a.sess.begin()
 	var runRel uint32 // the relation of a run of inserts, and its length
@@ -86,6 +86,9 @@ func (a *Applier) replaySpilled(ctx context.Context, xid uint32) error {
 		}
 		if msg == nil {
 			return nil
+		}
+		if msg = a.copied.filter(a, msg); msg == nil {
+			continue // the table's initial copy holds it (copy_filter.go)
 		}
 		if ins, ok := msg.(*protocol.Insert); ok {
 			if ins.RelationID != runRel {
@@ -134,7 +137,16 @@ type replayer struct {
 	// stash is a message read but not yet applied: the one that ended a
 	// run of inserts sent with COPY.
 	stash protocol.Message
+
+	a             *Applier
+	ctx           context.Context
+	n             int
+	lastKeepalive time.Time
 }
+
+// keepaliveCheck is how many records are replayed between looks at the
+// clock for a keepalive to the source.
+const keepaliveCheck = 4096
 
 // next returns the next message, or nil at the end of the file. The
 // message is valid until the next call.
@@ -142,6 +154,9 @@ func (p *replayer) next() (protocol.Message, error) {
 	if m := p.stash; m != nil {
 		p.stash = nil
 		return m, nil
+	}
+	if p.n++; p.n%keepaliveCheck == 0 {
+		p.keepalive()
 	}
 	subxid, raw, err := p.r.Next()
 	if err == io.EOF {
@@ -192,4 +207,20 @@ func (a *Applier) putStreamedRelation(rel *protocol.Relation) {
 func sameRelation(x, y *protocol.Relation) bool {
 	return x.RelationID == y.RelationID && x.Namespace == y.Namespace && x.Name == y.Name &&
 		x.ReplicaIdentity == y.ReplicaIdentity && slices.Equal(x.Columns, y.Columns)
+}
+
+// keepalive sends a status update to the source when one is due. It may run
+// on CopyFrom's goroutine while the applier's waits for CopyFrom: the source
+// connection is not the target's, and nothing else uses it meanwhile. A
+// failure is only logged: the replay does not need the source, and the run
+// loop finds a broken connection at its next receive.
+func (p *replayer) keepalive() {
+	st := &p.a.stream
+	if st.keepalive == nil || time.Since(p.lastKeepalive) < st.keepaliveEvery {
+		return
+	}
+	p.lastKeepalive = time.Now()
+	if err := st.keepalive(p.ctx); err != nil {
+		p.a.log.Debug().Err(err).Msg("sending a keepalive to the source during a replay")
+	}
 }

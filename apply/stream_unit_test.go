@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
@@ -299,5 +300,49 @@ func TestSameRelation(t *testing.T) {
 		if sameRelation(a, b) {
 			t.Errorf("%+v and %+v are the same", a.Columns, b.Columns)
 		}
+	}
+}
+
+// TestReplayKeepalive: a long replay keeps telling the source the applier
+// is alive, every keepaliveEvery, and a failing keepalive does not stop it.
+func TestReplayKeepalive(t *testing.T) {
+	a, _ := spillApplier(t, state.OSFS)
+	dec, _ := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 2})
+	msgs := [][]byte{pt.StreamStart(9, true)}
+	for i := 0; i < 3*keepaliveCheck; i++ {
+		msgs = append(msgs, pt.Insert(1, 9, pt.Text("v")))
+	}
+	if err := feed(t, a, dec, append(msgs, pt.StreamStop())...); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	a.stream.keepalive = func(context.Context) error { calls++; return errors.New("source gone") }
+	a.stream.keepaliveEvery = 0
+	r, err := a.stream.dir.OpenReader(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &replayer{r: r, dec: a.stream.dec, xid: 9, path: a.stream.dir.Path(9), a: a, ctx: context.Background()}
+	n := 0
+	for {
+		msg, err := p.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg == nil {
+			break
+		}
+		n++
+	}
+	if n != 3*keepaliveCheck || calls != 3 {
+		t.Errorf("replayed %d messages with %d keepalives, want %d and 3", n, calls, 3*keepaliveCheck)
+	}
+	a.stream.keepaliveEvery = time.Hour // not due
+	p = &replayer{r: r, a: a, ctx: context.Background(), lastKeepalive: time.Now()}
+	p.n = keepaliveCheck - 1
+	p.keepalive()
+	if calls != 3 {
+		t.Errorf("keepalive sent before it was due")
 	}
 }

@@ -52,6 +52,9 @@ type queuedStmt struct {
 	// rows is how many rows a multi-row UPDATE or DELETE should change
 	// (0 means 1).
 	rows int
+	// conflict names the conflict kind the statement records itself
+	// (conflict.go): its result rows are the keys that conflicted.
+	conflict string
 }
 
 // targetSession is the connection that applies changes on the target. It
@@ -71,6 +74,9 @@ type targetSession struct {
 
 	// missing is called for an UPDATE or DELETE that found no row.
 	missing func(q *queuedStmt, n int, key string)
+	// conflicted is called for each key a self-recording statement
+	// returns (see queuedStmt.conflict).
+	conflicted func(q *queuedStmt, key string)
 
 	// txnXid and txnLSN name the source transaction whose statements are
 	// being queued, for messages about them.
@@ -233,12 +239,23 @@ func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
 	var firstErr error
 	i := 0
 	for mrr.NextResult() {
-		tag, err := mrr.ResultReader().Close()
+		rr := mrr.ResultReader()
+		var q *queuedStmt
 		if i < len(f.queued) {
-			q := &f.queued[i]
-			if err != nil && firstErr == nil {
+			q = &f.queued[i]
+		}
+		for rr.NextRow() {
+			if q != nil && q.conflict != "" && s.conflicted != nil && len(rr.Values()) > 0 {
+				s.conflicted(q, string(rr.Values()[0]))
+			}
+		}
+		tag, err := rr.Close()
+		if q != nil {
+			short := err == nil && q.conflict == "" && (q.op == opUpdate || q.op == opDelete) && tag.RowsAffected() < int64(max(q.rows, 1))
+			switch {
+			case err != nil && firstErr == nil:
 				failed, firstErr = q, err
-			} else if err == nil && (q.op == opUpdate || q.op == opDelete) && tag.RowsAffected() < int64(max(q.rows, 1)) && s.missing != nil {
+			case short && s.missing != nil:
 				s.missing(q, int(int64(max(q.rows, 1))-tag.RowsAffected()), string(f.keys[q.keyStart:q.keyEnd]))
 			}
 		}

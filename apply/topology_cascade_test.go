@@ -13,7 +13,9 @@ import (
 // from walapply, under its origin) to C exactly once, while origin = none
 // forwards only the changes made on B itself. The second hop's progress
 // reports where the last transaction came from: the A → B applier's origin
-// when it was one of A's changes, nothing with origin = none.
+// when it was one of A's changes, nothing with origin = none. A large
+// transaction of A's is streamed by B (in-progress streaming, its Origin in
+// the first stream block) and filtered or forwarded the same way.
 func TestTopologyCascade(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		for _, second := range []string{"any", "none"} {
@@ -21,8 +23,13 @@ func TestTopologyCascade(t *testing.T) {
 				if second == "none" {
 					topoSkipBefore16(t, version)
 				}
-				cs := topoClusters(t, version, 3)
-				a, b, c := cs[0], cs[1], cs[2]
+				// B streams large transactions to C (64kB of changes), so
+				// that A's large transaction below reaches the second hop
+				// as a streamed transaction, its Origin in the first block.
+				a := testenv.NewCluster(t, testenv.Options{Version: version})
+				b := testenv.NewCluster(t, testenv.Options{Version: version, Settings: map[string]string{"logical_decoding_work_mem": "64kB"}})
+				c := testenv.NewCluster(t, testenv.Options{Version: version})
+				cs := []*testenv.Cluster{a, b, c}
 				for _, n := range cs {
 					topoExec(t, n, `CREATE TABLE items (id int PRIMARY KEY, made_on text NOT NULL, v int NOT NULL)`)
 				}
@@ -61,9 +68,6 @@ func TestTopologyCascade(t *testing.T) {
 					progress.waitLastOrigin(bc, "walapply_a_to_b")
 				case "none":
 					topoExpect(t, c, "C (origin none: only B's own changes)", q, bRows)
-					if seen := progress.seen(); slices.ContainsFunc(seen, func(o string) bool { return o != "" }) {
-						t.Errorf("with origin none the second hop reported transactions from origins %q", seen)
-					}
 				}
 
 				// B's own changes keep flowing after A's were filtered or
@@ -76,6 +80,29 @@ func TestTopologyCascade(t *testing.T) {
 					progress.waitLastOrigin(bc, "")
 				} else {
 					topoExpect(t, c, "C after B's update", q, bRows)
+				}
+
+				// A large transaction on A: applied on B in one
+				// transaction, streamed from B to C, where the origin
+				// filter applies to it like to any other.
+				topoExec(t, a, `INSERT INTO items SELECT g, 'a', 1 FROM generate_series(1001, 4000) g`)
+				settle()
+				streamed := topoRows(t, b, `SELECT (stream_txns > 0)::text FROM pg_stat_replication_slots WHERE slot_name = 'b_to_c'`)
+				big := topoRowsText(topoRange(1001, 4000), "a", func(int) int { return 1 })
+				if second == "any" {
+					if !slices.Equal(streamed, []string{"true"}) {
+						t.Errorf("B did not stream the large transaction to C (stream_txns > 0: %q); the streamed path is not tested", streamed)
+					}
+					topoExpect(t, c, "C after A's large transaction", q, slices.Concat(aRows, bRows, big))
+					progress.waitLastOrigin(bc, "walapply_a_to_b")
+				} else {
+					topoExpect(t, c, "C after A's large transaction", q, bRows)
+				}
+				topoExpect(t, b, "B after A's large transaction", q, slices.Concat(aRows, bRows, big))
+				if second == "none" {
+					if seen := progress.seen(); slices.ContainsFunc(seen, func(o string) bool { return o != "" }) {
+						t.Errorf("with origin none the second hop reported transactions from origins %q", seen)
+					}
 				}
 			})
 		}

@@ -172,6 +172,7 @@ func TestTopologyFanInPreparedSameGID(t *testing.T) {
 		if len(prepared) != 2 {
 			t.Fatalf("the target has %d prepared transactions (%q), want 2: one per source", len(prepared), prepared)
 		}
+		t.Logf("PostgreSQL %d: GID 'same_gid' prepared on both sources is prepared on the target as %q", version, prepared)
 		topoExpect(t, tgt, "target orders while prepared", `SELECT (id, source)::text FROM orders`, nil)
 
 		topoExec(t, s1, `COMMIT PREPARED 'same_gid'`)

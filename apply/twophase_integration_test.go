@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestTwoPhaseApply(t *testing.T) {
 		h.source(`INSERT INTO t VALUES (10, 'between')`)
 		h.waitCaughtUp("tp", time.Minute)
 		h.expect(rows, "(10,between)")
-		h.expectNonePrepared2(g1)
+		h.expectPreparedNow(g1)
 		h.source(`COMMIT PREPARED 'g1'`)
 		h.waitCaughtUp("tp", time.Minute)
 		h.waitPrepared(time.Minute)
@@ -105,9 +106,9 @@ func TestTwoPhaseApply(t *testing.T) {
 	})
 }
 
-// expectNonePrepared2 checks that exactly the given GIDs are prepared on
-// the target.
-func (h *harness) expectNonePrepared2(gids ...string) {
+// expectPreparedNow checks that exactly the given GIDs (sorted) are
+// prepared on the target.
+func (h *harness) expectPreparedNow(gids ...string) {
 	h.t.Helper()
 	got := h.preparedOn(h.pair.Target)
 	if strings.Join(got, "\x00") != strings.Join(gids, "\x00") {
@@ -117,16 +118,20 @@ func (h *harness) expectNonePrepared2(gids ...string) {
 
 // TestTwoPhaseSourceGIDs: with --gid-mode source the target prepares under
 // the source's own GID, however it is spelled: empty, quotes, backslashes,
-// non-ASCII, SQL.
+// non-ASCII, SQL. The applier creates the slot (--create-slot --two-phase),
+// with two-phase decoding.
 func TestTwoPhaseSourceGIDs(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY, gid text)`)
 		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
-		h.twoPhaseSlot("src")
 		cfg, _ := h.twoPhaseConfig("src", "pub")
 		cfg.GIDMode = twophase.GIDModeSource
 		stop := h.runApplier(cfg)
+		h.waitCaughtUp("src", time.Minute) // the slot exists
+		if tp := h.scalar(true, "SELECT two_phase::text FROM pg_replication_slots WHERE slot_name = 'src'"); tp != "true" {
+			t.Fatalf("the slot created with --two-phase has two_phase = %s", tp)
+		}
 		gids := []string{"", `it's`, `back\slash`, `\'`, `'\`, "日本語 ü 🐘", `'; DROP TABLE t; --`, "new\nline"}
 		var want []string
 		for i, gid := range gids {
@@ -146,23 +151,11 @@ func TestTwoPhaseSourceGIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := h.rows(h.pair.Target, "SELECT gid FROM t")
-		if strings.Join(got, "\x00") != strings.Join(sortedCopy(want), "\x00") {
+		if strings.Join(got, "\x00") != strings.Join(slices.Sorted(slices.Values(want)), "\x00") {
 			t.Errorf("committed GIDs on the target: %q, want %q", got, want)
 		}
 		h.compare(tableRows("t", ""))
 	})
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	for i := range c {
-		for j := i + 1; j < len(c); j++ {
-			if c[j] < c[i] {
-				c[i], c[j] = c[j], c[i]
-			}
-		}
-	}
-	return c
 }
 
 // TestTwoPhaseTwoSources: two sources prepare under the same GID, and two
@@ -173,11 +166,10 @@ func TestTwoPhaseTwoSources(t *testing.T) {
 		h := newHarness(t, version, nil, nil)
 		other := testenv.NewCluster(t, testenv.Options{Version: version})
 		h2 := &harness{t: t, pair: &testenv.Pair{Source: other, Target: h.pair.Target}, ctx: h.ctx}
-		h.both(`CREATE TABLE t (id int PRIMARY KEY, src text)`)
+		h.target(`CREATE TABLE t (id int PRIMARY KEY, src text)`)
 		for _, x := range []*harness{h, h2} {
 			x.source(`CREATE TABLE t (id int PRIMARY KEY, src text)`, `CREATE PUBLICATION pub FOR TABLE t`)
 		}
-		h2.source(`DROP TABLE t`, `CREATE TABLE t (id int PRIMARY KEY, src text)`) // no-op shape check
 		h.twoPhaseSlot("alpha")
 		h2.twoPhaseSlot("beta")
 		cfgA, _ := h.twoPhaseConfig("alpha", "pub")

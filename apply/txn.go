@@ -165,6 +165,12 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		m.state, m.finalLSN, m.xid, m.hadChanges = stateInPrepare, msg.PrepareLSN, msg.Xid, false
 		return EvBeginPrepare, nil
 	case *protocol.Prepare:
+		if m.state == stateIdle && !m.inBlock {
+			// PostgreSQL 18 sends a Prepare alone, without Begin Prepare,
+			// for a prepared transaction with nothing to decode (one that
+			// only locked rows, say): an empty prepared transaction.
+			return EvPrepare, nil
+		}
 		if m.state != stateInPrepare || m.inBlock {
 			return 0, orderError("Prepare of GID %q without a Begin Prepare", msg.GID)
 		}

@@ -68,7 +68,7 @@ type Options struct {
 
 // counts are the counters of apply.Stats, read at one moment.
 type counts struct {
-	txnsApplied, txnsSkipped         int64
+	txnsApplied, txnsSkipped          int64
 	inserts, updates, deletes, truncs int64
 	conflicts                         map[string]int64
 }

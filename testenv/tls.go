@@ -34,8 +34,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"maps"
+	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -114,8 +114,10 @@ func (c *Cluster) setupTLS(o *TLSOptions, settings map[string]string) (map[strin
 	}
 	now := time.Now()
 	ca := &x509.Certificate{
-		SerialNumber:          randomSerial(),
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("walapply testenv CA (PostgreSQL %d)", c.version)},
+		SerialNumber: randomSerial(),
+		// A name of its own: a client handed another cluster's authority
+		// then reports an unknown authority, not a failed signature.
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("walapply testenv CA %x (PostgreSQL %d)", randomSerial().Uint64(), c.version)},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(certValidity),
 		IsCA:                  true,

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/twophase"
 )
 
@@ -19,13 +21,18 @@ type runFlags struct {
 	cfg          apply.Config
 	publications string
 	logFormat    string
+	onConflict   string
+	skipLSN      string
 	logLevel     string
+	metricsAddr  string
+	readyMaxLag  time.Duration
 	gidMode      string
 }
 
 func (f *runFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	BoolVar(*bool, string, bool, string)
+	IntVar(*int, string, int, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 }) {
 	c := &f.cfg
@@ -34,6 +41,8 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&c.Slot, "slot", "", "the source's pgoutput replication slot")
 	fs.StringVar(&f.publications, "publication", "", "publication(s) to replicate, comma-separated")
 	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
+	fs.BoolVar(&c.Copy, "copy", false, "first copy every published table's rows into the (empty) target tables, creating the slot, then follow; an interrupted copy resumes, a finished one is not repeated")
+	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables to copy at once")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
@@ -44,8 +53,14 @@ func (f *runFlags) register(fs interface {
 	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "accept a source timeline other than the recorded one (after a failover)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 10*time.Second, "how often to log a progress line (0: never)")
 	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
+	fs.StringVar(&f.onConflict, "on-conflict", "", "conflict policies, kind=policy[,...]: kinds insert_exists, update_exists, update_missing, delete_missing; policies error, skip, apply (default: insert_exists=error,update_exists=error,update_missing=skip,delete_missing=skip)")
+	fs.StringVar(&f.skipLSN, "skip-lsn", "", "skip the source transaction with this commit LSN (as named by an error), like ALTER SUBSCRIPTION ... SKIP")
+	fs.BoolVar(&c.NoGroupCommit, "no-group-commit", false, "apply every source transaction in a target transaction of its own")
+	fs.BoolVar(&c.NoCompaction, "no-compaction", false, "apply every source change as a statement of its own (no net-effect compaction within groups)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (host:port; empty: off)")
+	fs.DurationVar(&f.readyMaxLag, "ready-max-lag", 30*time.Second, "/readyz answers ready while the lag (and the age of the last progress report) is at most this")
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -61,11 +76,26 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	f.cfg.Logger = log
 	f.cfg.Publications = splitList(f.publications)
+	if f.cfg.Conflicts, err = apply.ParseConflictPolicies(f.onConflict); err != nil {
+		return err
+	}
+	if f.skipLSN != "" {
+		if f.cfg.SkipLSN, err = protocol.ParseLSN(f.skipLSN); err != nil {
+			return fmt.Errorf("--skip-lsn: %w", err)
+		}
+	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
 		return err
 	}
 	if f.cfg.ProgressInterval == 0 {
 		f.cfg.ProgressInterval = -1
+	}
+	if f.metricsAddr != "" {
+		stop, err := startMetrics(f.metricsAddr, f.readyMaxLag, &f.cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	err = apply.Run(ctx, f.cfg)
 	if err == nil {

@@ -1,0 +1,100 @@
+package apply
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// TestWithColumn: a value error from the target that names a type gets the
+// column(s) of that type; anything else passes unchanged.
+func TestWithColumn(t *testing.T) {
+	rel := &relEntry{
+		rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "Code"}, {Name: "b"}, {Name: "gen"}, {Name: "amount"}, {Name: "n"}}},
+		target: &targetTable{Columns: []targetColumn{
+			{Name: "id", TypeName: "integer"},
+			{Name: "Code", TypeName: "character varying(3)"},
+			{Name: "b", TypeName: "character varying(3)"},
+			{Name: "gen", TypeName: "character varying(3)"},
+			{Name: "amount", TypeName: "numeric(5,2)"},
+			{Name: "n", TypeName: "integer"},
+		}},
+		tcol: []int{0, 1, 2, -1, 4, 5}, // gen is generated on the target: never written
+	}
+	q := &queuedStmt{op: opInsert, rel: rel}
+	pg := func(code, msg, detail string) error {
+		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Detail: detail}
+	}
+	for _, c := range []struct {
+		name string
+		q    *queuedStmt
+		err  error
+		want string // "" means unchanged
+	}{
+		{"too long, two candidates", q, pg("22001", "value too long for type character varying(3)", ""),
+			`one of columns "Code", "b" (character varying(3) on the target): ERROR: value too long for type character varying(3) (SQLSTATE 22001)`},
+		{"invalid input", q, pg("22P02", `invalid input syntax for type integer: "x"`, ""),
+			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"numeric overflow", q, pg("22003", "numeric field overflow", "A field with precision 5, scale 2 must round to an absolute value less than 10^3."),
+			`column "amount" (numeric(5,2) on the target): ERROR: numeric field overflow (SQLSTATE 22003)`},
+		{"wrapped", q, fmt.Errorf("sending: %w", pg("22001", "value too long for type character varying(3)", "")),
+			`one of columns "Code", "b" (character varying(3) on the target): sending: ERROR: value too long for type character varying(3) (SQLSTATE 22001)`},
+		{"no such type", q, pg("22001", "value too long for type character(9)", ""), ""},
+		{"names its column already", q, pg("22004", `null value in column "x" violates ...`, ""), ""},
+		{"not a value error", q, pg("23505", "duplicate key value violates unique constraint", ""), ""},
+		{"not a server error", q, errors.New("value too long for type character varying(3)"), ""},
+		{"no statement", nil, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"no relation", &queuedStmt{op: opCommit}, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relEntry{rel: rel.rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
+	} {
+		got := withColumn(c.q, c.err)
+		if c.want == "" {
+			if got != c.err {
+				t.Errorf("%s: changed to %v", c.name, got)
+			}
+			continue
+		}
+		if got.Error() != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(got, &pgErr) || hintFor(got) == "" {
+			t.Errorf("%s: the server error (and its hint) is no longer reachable", c.name)
+		}
+	}
+}
+
+// TestTLSFailuresArePermanent: TLS verification failures and refusals are
+// configuration errors; a connection error around them does not make them
+// transient, while plain connection errors stay transient.
+func TestTLSFailuresArePermanent(t *testing.T) {
+	// pgconn hands them up inside a connection error, which alone would
+	// mean "retry"; a net.OpError plays that part here.
+	conn := func(err error) error {
+		return fmt.Errorf("connecting to the target: %w", &net.OpError{Op: "write", Net: "tcp", Err: err})
+	}
+	cases := []struct {
+		name      string
+		err       error
+		transient bool
+	}{
+		{"host name", conn(&tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "127.0.0.1"}}), false},
+		{"unknown authority", conn(x509.UnknownAuthorityError{}), false},
+		{"expired", conn(x509.CertificateInvalidError{Reason: x509.Expired}), false},
+		{"alert", conn(tls.AlertError(42)), false},
+		{"server without TLS", conn(errors.New("server refused TLS connection")), false},
+		{"connection refused", conn(syscall.ECONNREFUSED), true},
+	}
+	for _, c := range cases {
+		if got := IsTransient(c.err); got != c.transient {
+			t.Errorf("%s: IsTransient = %v, want %v (%v)", c.name, got, c.transient, c.err)
+		}
+	}
+}

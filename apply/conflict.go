@@ -1,0 +1,471 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// Conflicts. A change that does not fit the target's rows is a conflict,
+// named as PostgreSQL 18's subscriber names them:
+//
+//	insert_exists   an INSERT whose key is already there
+//	update_exists   an UPDATE whose new key is already taken by another row
+//	update_missing  an UPDATE that finds no row to change
+//	delete_missing  a DELETE that finds no row to delete
+//
+// Each kind has a policy: error (stop, with nothing of the transaction
+// applied), skip (leave the target as it is), or apply (make the target
+// match the source: an upsert for insert_exists, the new row inserted for
+// update_missing when its full image is known, the other row removed for
+// update_exists). The defaults are PostgreSQL's: insert_exists and
+// update_exists stop, update_missing and delete_missing are skipped.
+//
+// A conflict that is skipped or applied is logged with the row's key,
+// counted (Stats.Conflicts) and recorded in walapply.conflicts by the very
+// statement that meets it: the change is wrapped in a common table
+// expression whose outer INSERT writes the record only for the rows that
+// conflicted, and returns their keys for the log. The record therefore
+// commits or rolls back with the change it describes.
+//
+// update_exists is recognised for the replica identity key only (a row
+// whose key changes onto another row's key); other unique indexes still
+// stop the applier with the target's error.
+
+// Conflict kinds.
+const (
+	ConflictInsertExists  = "insert_exists"
+	ConflictUpdateExists  = "update_exists"
+	ConflictUpdateMissing = "update_missing"
+	ConflictDeleteMissing = "delete_missing"
+)
+
+// Conflict policies.
+const (
+	PolicyError = "error"
+	PolicySkip  = "skip"
+	PolicyApply = "apply"
+)
+
+// ConflictPolicies maps each conflict kind to its policy.
+type ConflictPolicies map[string]string
+
+// defaultPolicies are PostgreSQL's subscriber's behaviour.
+func defaultPolicies() ConflictPolicies {
+	return ConflictPolicies{
+		ConflictInsertExists:  PolicyError,
+		ConflictUpdateExists:  PolicyError,
+		ConflictUpdateMissing: PolicySkip,
+		ConflictDeleteMissing: PolicySkip,
+	}
+}
+
+// ParseConflictPolicies parses "kind=policy,kind=policy" (the --on-conflict
+// flag) over the defaults.
+func ParseConflictPolicies(s string) (ConflictPolicies, error) {
+	p := defaultPolicies()
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kind, policy, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: conflict policy %q: want kind=policy", ErrConfig, item)
+		}
+		if err := p.set(strings.TrimSpace(kind), strings.TrimSpace(policy)); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p ConflictPolicies) set(kind, policy string) error {
+	if _, ok := defaultPolicies()[kind]; !ok {
+		return fmt.Errorf("%w: unknown conflict kind %q: want insert_exists, update_exists, update_missing or delete_missing", ErrConfig, kind)
+	}
+	switch policy {
+	case PolicyError, PolicySkip, PolicyApply:
+	default:
+		return fmt.Errorf("%w: conflict policy %q for %s: want error, skip or apply", ErrConfig, policy, kind)
+	}
+	p[kind] = policy
+	return nil
+}
+
+// withDefaults fills in the kinds p leaves out.
+func (p ConflictPolicies) withDefaults() (ConflictPolicies, error) {
+	out := defaultPolicies()
+	for k, v := range p {
+		if err := out.set(k, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// String renders the policies as the flag takes them.
+func (p ConflictPolicies) String() string {
+	var parts []string
+	for k, v := range p {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// recordOIDs are the types of the five parameters that describe a conflict
+// record: applier, relation, key, source xid, commit LSN.
+var recordOIDs = []uint32{25, 25, 25, 20, 25}
+
+// recordInsert is the outer INSERT of a wrapped change: it writes one
+// conflict record per row the SELECT that follows yields. first is the
+// number of the first of the five record parameters; key is the SQL of the
+// key text (a parameter for one row, a column of the VALUES list for many).
+func recordInsert(b *strings.Builder, kind, resolution string, first int, key string) {
+	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
+	b.WriteString("INSERT INTO walapply.conflicts (applier, kind, relation, key, source_xid, commit_lsn, resolution) SELECT ")
+	b.WriteString(p(0) + ", '" + kind + "', " + p(1) + ", " + key + ", " + p(3) + ", " + p(4) + "::pg_catalog.pg_lsn, '" + resolution + "'")
+}
+
+// wrapMissing wraps one UPDATE or DELETE so that, when it finds no row, a
+// conflict record is written (and its key returned), or with fail the
+// conflict is raised as an error.
+func wrapMissing(base, kind string, first int, fail bool) string {
+	var b strings.Builder
+	b.WriteString("WITH _w AS (")
+	b.WriteString(base)
+	b.WriteString(" RETURNING 1) ")
+	if fail {
+		raiseInstead(&b, kind, first, "$"+strconv.Itoa(first+2))
+		b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w)")
+		return b.String()
+	}
+	recordInsert(&b, kind, "skipped", first, "$"+strconv.Itoa(first+2))
+	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING key")
+	return b.String()
+}
+
+// wrapUpdateApply wraps one UPDATE so that, when it finds no row, the new
+// row is inserted from the parameters insertParams (numbered from
+// firstInsert) and the conflict recorded.
+func wrapUpdateApply(base, table string, cols []string, firstInsert, first int) string {
+	var b strings.Builder
+	b.WriteString("WITH _w AS (")
+	b.WriteString(base)
+	b.WriteString(" RETURNING 1), _i AS (INSERT INTO ")
+	b.WriteString(table)
+	b.WriteString(" (" + strings.Join(cols, ", ") + ") SELECT ")
+	for i := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeParam(&b, firstInsert+i)
+	}
+	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING 1) ")
+	recordInsert(&b, ConflictUpdateMissing, "applied", first, "$"+strconv.Itoa(first+2))
+	b.WriteString(" FROM _i RETURNING key")
+	return b.String()
+}
+
+// wrapInsert wraps one INSERT for the skip or apply policy of
+// insert_exists: ON CONFLICT DO NOTHING, or DO UPDATE of every column on
+// the key (xmax is not zero for a row that ON CONFLICT updated).
+func wrapInsert(base string, policy string, keyCols, cols []string, first int) string {
+	var b strings.Builder
+	b.WriteString("WITH _w AS (")
+	b.WriteString(base)
+	if policy == PolicyApply {
+		b.WriteString(" ON CONFLICT (" + strings.Join(keyCols, ", ") + ") DO UPDATE SET ")
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(c + " = EXCLUDED." + c)
+		}
+		b.WriteString(" RETURNING xmax <> 0 AS _c) ")
+		recordInsert(&b, ConflictInsertExists, "applied", first, "$"+strconv.Itoa(first+2))
+		b.WriteString(" FROM _w WHERE _w._c RETURNING key")
+		return b.String()
+	}
+	b.WriteString(" ON CONFLICT DO NOTHING RETURNING 1) ")
+	recordInsert(&b, ConflictInsertExists, "skipped", first, "$"+strconv.Itoa(first+2))
+	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING key")
+	return b.String()
+}
+
+// appendRecordParams appends the five record parameters.
+func (a *Applier) appendRecordParams(e *relEntry, key []byte) {
+	q := a.recordBuf[:0]
+	q = append(q, a.name...)
+	n0 := len(q)
+	q = append(q, e.String()...)
+	n1 := len(q)
+	q = append(q, key...)
+	n2 := len(q)
+	q = strconv.AppendUint(q, uint64(a.txn.xid), 10)
+	n3 := len(q)
+	q = append(q, a.txn.finalLSN.String()...)
+	a.recordBuf = q
+	a.params = append(a.params, q[:n0], q[n0:n1], q[n1:n2], q[n2:n3], q[n3:])
+	a.formats = append(a.formats, 0, 0, 0, 0, 0)
+}
+
+// ConflictError stops the applier on a conflict whose policy is error:
+// walapply.conflict_error raised it on the target (SQLSTATE WA001).
+type ConflictError struct {
+	Kind string // update_missing, delete_missing
+	Err  *pgconn.PgError
+}
+
+func (e *ConflictError) Error() string { return e.Err.Message + " (" + e.Err.Hint + ")" }
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// asConflictError recognises the error walapply.conflict_error raises.
+func asConflictError(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "WA001" {
+		return err
+	}
+	kind := ""
+	if f := strings.Fields(pgErr.Message); len(f) > 1 {
+		kind = f[1]
+	}
+	return &ConflictError{Kind: kind, Err: pgErr}
+}
+
+// wraps tells how a per-row statement of the given kind handles its
+// conflict: the kind it meets ("" when it needs no wrapping), and whether
+// its policy is error (the statement then raises the error itself, through
+// walapply.conflict_error, so that the transaction fails before COMMIT).
+func (a *Applier) wraps(kind byte) (conflict string, fail bool) {
+	switch kind {
+	case 'I':
+		if a.policies[ConflictInsertExists] != PolicyError {
+			return ConflictInsertExists, false
+		}
+	case 'U':
+		return ConflictUpdateMissing, a.policies[ConflictUpdateMissing] == PolicyError
+	case 'D':
+		return ConflictDeleteMissing, a.policies[ConflictDeleteMissing] == PolicyError
+	}
+	return "", false
+}
+
+// raiseInstead writes, for the error policy, the SELECT that raises the
+// conflict instead of recording it: relation and keys are SQL expressions.
+func raiseInstead(b *strings.Builder, kind string, first int, keys string) {
+	b.WriteString("SELECT walapply.conflict_error('" + kind + "', $" + strconv.Itoa(first+1) + ", " + keys + ")")
+}
+
+// conflicted logs and counts a conflict a statement recorded.
+func (a *Applier) conflicted(q *queuedStmt, key string) {
+	a.Stats.Conflicts.Add(q.conflict)
+	if q.conflict == ConflictUpdateMissing || q.conflict == ConflictDeleteMissing {
+		a.Stats.MissingRows.Add(1)
+	}
+	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.String()).
+		Str("key", key).Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).Msg("conflict")
+}
+
+func (a *Applier) resolution(kind string) string {
+	if a.policies[kind] == PolicyApply && kind != ConflictDeleteMissing {
+		return "applied"
+	}
+	return "skipped"
+}
+
+// wrapStatement turns a per-row statement into its self-recording form
+// (see the file comment). oids gets the record parameters' types.
+func (a *Applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
+	conflict, fail := a.wraps(kind)
+	if conflict == "" {
+		return sql, oids
+	}
+	first := len(oids) + 1
+	switch kind {
+	case 'I':
+		var keyCols, cols []string
+		for i := range e.rel.Columns {
+			if e.tcol[i] < 0 {
+				continue
+			}
+			c := quoteIdent(e.target.Columns[e.tcol[i]].Name)
+			cols = append(cols, c)
+			if e.rel.Columns[i].IsKey() && e.rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
+				keyCols = append(keyCols, c)
+			}
+		}
+		policy := a.policies[ConflictInsertExists]
+		if len(keyCols) == 0 {
+			policy = PolicySkip // no key to upsert on
+		}
+		sql = wrapInsert(sql, policy, keyCols, cols, first)
+	case 'U':
+		full := true
+		var cols []string
+		for i := range e.rel.Columns {
+			if e.tcol[i] < 0 {
+				continue
+			}
+			if set.Columns[i].Kind == protocol.ColumnUnchanged {
+				full = false
+			}
+			cols = append(cols, quoteIdent(e.target.Columns[e.tcol[i]].Name))
+		}
+		if a.policies[ConflictUpdateMissing] == PolicyApply && full {
+			// The SET parameters are the whole new row: insert it from them.
+			sql = wrapUpdateApply(sql, e.target.Quoted, cols, 1, first)
+		} else {
+			sql = wrapMissing(sql, ConflictUpdateMissing, first, fail)
+		}
+	case 'D':
+		sql = wrapMissing(sql, ConflictDeleteMissing, first, fail)
+	}
+	return sql, append(oids, recordOIDs...)
+}
+
+// queueRow queues a per-row change with its conflict handling.
+func (a *Applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
+	conflict, fail := a.wraps(kind)
+	if conflict != "" {
+		a.appendRecordParams(e, a.sess.keys[keyStart:])
+	}
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	if !fail {
+		a.sess.queued[len(a.sess.queued)-1].conflict = conflict
+	}
+}
+
+// renderTupleKey renders the replica identity key of a tuple (every
+// column under REPLICA IDENTITY FULL) for messages and records.
+func (a *Applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+	n := 0
+	for i, c := range e.rel.Columns {
+		if !c.IsKey() || i >= len(t.Columns) {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ", "...)
+		}
+		n++
+		dst = append(dst, c.Name...)
+		dst = append(dst, '=')
+		dst = appendValue(dst, &t.Columns[i])
+	}
+	return dst
+}
+
+// recordUserSkip records, inside the (empty) target transaction that moves
+// the origin past it, that the transaction named by --skip-lsn was skipped.
+func (a *Applier) recordUserSkip() {
+	a.log.Warn().Uint32("xid", a.txn.xid).Stringer("commit_lsn", a.txn.finalLSN).
+		Msg("skipping the source transaction named by --skip-lsn: none of its changes are applied")
+	a.Stats.Conflicts.Add("skipped_by_user")
+	var b strings.Builder
+	recordInsert(&b, "skipped_by_user", "skipped", 1, "$3")
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	a.appendRecordParams(&relEntry{rel: &protocol.Relation{}}, nil)
+	a.params[1] = nil // no relation
+	a.sess.batch.ExecParams(b.String(), a.params, recordOIDs, a.formats, nil)
+	a.sess.queued = append(a.sess.queued, queuedStmt{op: opOrigin, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.sess.firstLSN})
+}
+
+// keyMoves reports whether an UPDATE moves a row onto another replica
+// identity key (the only case of update_exists that is recognised).
+func keyMoves(e *relEntry, m *protocol.Update) bool {
+	if m.OldKind != protocol.TupleOldKey || e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull {
+		return false
+	}
+	for _, i := range e.key {
+		o, n := &m.Old.Columns[i], &m.New.Columns[i]
+		if o.Kind != n.Kind || string(o.Data) != string(n.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// newKeyMatch writes the match of a table's key columns with parameters
+// from first on.
+func newKeyMatch(b *strings.Builder, e *relEntry, alias string, first int) []uint32 {
+	var oids []uint32
+	for n, i := range e.key {
+		if n > 0 {
+			b.WriteString(" AND ")
+		}
+		tc := e.target.Columns[e.tcol[i]]
+		b.WriteString(alias + quoteIdent(tc.Name))
+		if tc.EqSchema != "" {
+			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
+		} else {
+			b.WriteString(" = ")
+		}
+		writeParam(b, first+n)
+		oids = append(oids, tc.TypeOID)
+	}
+	return oids
+}
+
+// guardNewKey adds to an UPDATE the condition that no other row holds the
+// new key; the new key's values follow the statement's parameters.
+func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
+	var b strings.Builder
+	b.WriteString(sql)
+	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.target.Quoted + " AS _o WHERE ")
+	keyOIDs := newKeyMatch(&b, e, "_o.", len(oids)+1)
+	b.WriteString(")")
+	return b.String(), append(oids, keyOIDs...)
+}
+
+// queueUpdateExists handles update_exists ahead of an UPDATE that moves a
+// row onto a new key: with skip it records the conflict when the key is
+// taken (the guarded UPDATE then leaves the row alone); with apply it
+// removes the row that holds the key, and records that.
+func (a *Applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protocol.Update) error {
+	policy := a.policies[ConflictUpdateExists]
+	shape := "xE" + policy
+	sd, ok := e.stmts[shape]
+	if !ok {
+		var b strings.Builder
+		if policy == PolicyApply {
+			b.WriteString("WITH _x AS (DELETE FROM " + e.target.Quoted + " AS _o WHERE ")
+		} else {
+			b.WriteString("WITH _x AS (SELECT 1 FROM " + e.target.Quoted + " AS _o WHERE ")
+		}
+		oids := newKeyMatch(&b, e, "_o.", 1)
+		if policy == PolicyApply {
+			b.WriteString(" RETURNING 1) ")
+		} else {
+			b.WriteString(" LIMIT 1) ")
+		}
+		recordInsert(&b, ConflictUpdateExists, a.resolution(ConflictUpdateExists), len(oids)+1, "$"+strconv.Itoa(len(oids)+3))
+		b.WriteString(" FROM _x RETURNING key")
+		oids = append(oids, recordOIDs...)
+		if err := a.Settle(ctx); err != nil {
+			return err
+		}
+		var err error
+		if sd, err = a.sess.prepare(ctx, b.String(), oids); err != nil {
+			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+		}
+		e.stmts[shape] = sd
+	}
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	for _, i := range e.key {
+		a.addParam(&m.New.Columns[i])
+	}
+	keyStart := len(a.sess.keys)
+	a.sess.keys = a.renderTupleKey(a.sess.keys, e, &m.New)
+	a.appendRecordParams(e, a.sess.keys[keyStart:])
+	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	q := &a.sess.queued[len(a.sess.queued)-1]
+	q.conflict = ConflictUpdateExists
+	return nil
+}

@@ -1,0 +1,411 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+)
+
+// The initial copy (walapply run --copy) makes a new applier's target a
+// copy of the source's published tables and then follows the source, with
+// no row missed and none applied twice, also while the source is written
+// to.
+//
+// It works as PostgreSQL's subscription does. The slot is created with an
+// exported snapshot, which shows the database exactly as of the slot's
+// consistent point P1: every transaction that committed before P1, none
+// after. Workers import that snapshot on their own source connections
+// (SET TRANSACTION SNAPSHOT) and pipe each table's rows from COPY TO on the
+// source into COPY FROM on the target, several tables at once. Once every
+// table is copied, the applier's replication origin is set to P1 and
+// streaming starts there: the stream brings exactly the transactions the
+// snapshot did not hold.
+//
+// Each table's copy commits on the target in one transaction together with
+// its row in walapply.copy_state turning 'done'; a crash rolls back the
+// table it was copying, and the next attempt copies only the tables not
+// done. That attempt cannot use the first snapshot again: an exported
+// snapshot can be imported only while the connection that created the slot
+// is open and idle. The unfinished tables are therefore copied in a new
+// snapshot, exported by a temporary slot at a later point P2, while the
+// slot, its P1 and the finished tables stay. Streaming still starts at P1,
+// and the changes the new copies already hold are skipped, per table, by
+// the rule in copy_filter.go. The slot itself must survive for that; if it
+// is gone, the copy cannot be resumed and says how to start over.
+//
+// Everything that can be checked before copying is checked first: every
+// published table exists on the target with every published column, and
+// the tables to copy are empty. The problems are reported all at once.
+
+// copyRecord is walapply.copies' row for an applier.
+type copyRecord struct {
+	exists   bool
+	slot     string
+	point    protocol.LSN // InvalidLSN while the slot was being created
+	finished bool
+}
+
+// copyAction is what a start does about the initial copy.
+type copyAction int
+
+const (
+	copyNothing  copyAction = iota // no copy asked for, or it is finished: stream
+	copyFresh                      // create the slot with a snapshot, copy every table
+	copyRecreate                   // the slot's creation was interrupted: drop the slot if it exists, then as copyFresh
+	copyResume                     // copy the tables not done, in a new snapshot
+)
+
+func (a copyAction) String() string {
+	return [...]string{"nothing", "fresh", "recreate", "resume"}[a]
+}
+
+// copyFacts is what planCopy decides from.
+type copyFacts struct {
+	asked     bool // Config.Copy
+	applier   string
+	slot      string // Config.Slot
+	rec       copyRecord
+	slotFound bool
+	slotFlush protocol.LSN // the slot's confirmed_flush_lsn
+	origin    protocol.LSN // the origin's progress on the target
+}
+
+// planCopy is the pure decision of what a start does about the initial
+// copy. The slot's facts matter only when the copy is asked for and not
+// finished.
+func planCopy(f copyFacts) (copyAction, error) {
+	if f.rec.exists && f.rec.finished {
+		return copyNothing, nil
+	}
+	if !f.asked {
+		if f.rec.exists {
+			return copyNothing, &PermanentError{fmt.Errorf("the initial copy of applier %q is unfinished: run again with --copy to finish it (only the tables not yet copied are copied)", f.applier)}
+		}
+		return copyNothing, nil
+	}
+	if !f.rec.exists {
+		if f.origin != protocol.InvalidLSN {
+			return copyNothing, &PermanentError{fmt.Errorf("applier %q already replicates (its origin is at %s): --copy starts a new applier; run without --copy to continue, or use a new --name and --slot for a new copy", f.applier, f.origin)}
+		}
+		if f.slotFound {
+			return copyNothing, &PermanentError{fmt.Errorf("replication slot %q already exists on the source: --copy creates the slot itself, so that the copy's snapshot and the slot's start match; drop it (SELECT pg_drop_replication_slot('%s') on the source) or choose another --slot", f.slot, f.slot)}
+		}
+		return copyFresh, nil
+	}
+	if f.rec.slot != f.slot {
+		return copyNothing, &PermanentError{fmt.Errorf("the unfinished initial copy of applier %q uses replication slot %q, not %q: run with --slot %s", f.applier, f.rec.slot, f.slot, f.rec.slot)}
+	}
+	if f.rec.point == protocol.InvalidLSN {
+		return copyRecreate, nil
+	}
+	if !f.slotFound {
+		return copyNothing, &PermanentError{fmt.Errorf("replication slot %q, created by the unfinished initial copy of applier %q at %s, no longer exists on the source, and the tables already copied cannot be brought up to date without it; "+
+			"to start over, TRUNCATE the published tables on the target and DELETE FROM walapply.copies WHERE applier = '%s', then run with --copy again", f.slot, f.applier, f.rec.point, f.applier)}
+	}
+	if f.slotFlush > f.rec.point {
+		return copyNothing, &PermanentError{fmt.Errorf("replication slot %q was consumed up to %s, past the point %s of applier %q's unfinished initial copy: the changes in between are lost to it; "+
+			"to start over, TRUNCATE the published tables on the target, DELETE FROM walapply.copies WHERE applier = '%s' and drop the slot, then run with --copy again", f.slot, f.slotFlush, f.rec.point, f.applier, f.applier)}
+	}
+	return copyResume, nil
+}
+
+// readCopyRecord reads walapply.copies' row for applier.
+func readCopyRecord(ctx context.Context, q querier, applier string) (copyRecord, error) {
+	rows, err := q.Query(ctx, `SELECT slot_name, coalesce(consistent_point::text, ''), finished_at IS NOT NULL FROM walapply.copies WHERE applier = $1`, applier)
+	if err != nil {
+		return copyRecord{}, fmt.Errorf("reading walapply.copies on the target: %w", err)
+	}
+	defer rows.Close()
+	var rec copyRecord
+	for rows.Next() {
+		var point string
+		if err := rows.Scan(&rec.slot, &point, &rec.finished); err != nil {
+			return copyRecord{}, fmt.Errorf("reading walapply.copies on the target: %w", err)
+		}
+		rec.exists = true
+		if point != "" {
+			if rec.point, err = protocol.ParseLSN(point); err != nil {
+				return copyRecord{}, fmt.Errorf("walapply.copies.consistent_point: %w", err)
+			}
+		}
+	}
+	return rec, rows.Err()
+}
+
+// initialCopy runs or resumes the initial copy when Config.Copy asks for
+// it, and refuses to stream for an applier whose copy is unfinished. It
+// runs after the applier is registered and before the slot is looked up
+// and streaming starts (run.go's connect).
+func (s *session) initialCopy(ctx context.Context) error {
+	cfg := s.cfg
+	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	if err != nil {
+		return err
+	}
+	if act, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, rec: rec}); err != nil || !cfg.Copy || act == copyNothing {
+		return err
+	}
+	origin, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
+	if err != nil {
+		return err
+	}
+	// A replication connection of its own: it creates the slot (or the
+	// temporary one of a resumed copy) and then stays idle, which keeps
+	// the exported snapshot importable, until every table is copied.
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	if err != nil {
+		return fmt.Errorf("connecting to the source for the initial copy: %w", err)
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	st, found, err := rc.Slot(ctx, cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
+	}
+	act, err := planCopy(copyFacts{asked: true, applier: cfg.Name, slot: cfg.Slot, rec: rec,
+		slotFound: found, slotFlush: st.ConfirmedFlush, origin: origin})
+	if err != nil || act == copyNothing {
+		return err
+	}
+	c := &copier{cfg: cfg, control: s.control, origin: s.origin, rc: rc, act: act, rec: rec, slotActive: found && st.Active}
+	return c.run(ctx)
+}
+
+// copier runs one attempt at the initial copy.
+type copier struct {
+	cfg        *Config
+	control    *pgx.Conn // target: walapply's tables, the origin
+	origin     string
+	rc         *protocol.ReplConn
+	act        copyAction
+	rec        copyRecord
+	slotActive bool
+
+	src     *pgx.Conn // source: the catalog
+	version int       // the source's server_version_num
+	prog    *copyProgress
+}
+
+func (c *copier) run(ctx context.Context) error {
+	cfg, log := c.cfg, c.cfg.Logger
+	var err error
+	if c.src, err = connectSource(ctx, cfg, "copy"); err != nil {
+		return err
+	}
+	defer c.src.Close(context.WithoutCancel(ctx))
+	c.version = c.rc.ServerVersion()
+
+	tables, err := listPublishedTables(ctx, c.src, cfg.Publications, c.version)
+	if err != nil {
+		return err
+	}
+	done := map[relName]bool{}
+	if c.act == copyResume {
+		if done, err = readDoneTables(ctx, c.control, cfg.Name); err != nil {
+			return err
+		}
+	}
+	var todo []*copyTable
+	for _, t := range tables {
+		if !done[t.relName] {
+			todo = append(todo, t)
+		}
+	}
+	// Everything that can be wrong with the target, at once, before
+	// anything is created or copied.
+	if err := checkTargetTables(ctx, c.control, tables, todo); err != nil {
+		return err
+	}
+
+	// point is where the snapshot the tables are copied in stands: the
+	// slot's consistent point, where streaming starts (c.rec.point), or
+	// for a resumed copy a later one.
+	point, snapshot := c.rec.point, ""
+	switch c.act {
+	case copyFresh, copyRecreate:
+		if point, snapshot, err = c.createSlot(ctx, tables); err != nil {
+			return err
+		}
+		c.rec.point = point
+	case copyResume:
+		if err := c.syncTableList(ctx, tables); err != nil {
+			return err
+		}
+		if len(todo) > 0 {
+			if point, snapshot, err = c.createTempSlot(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	log.Info().Str("slot", cfg.Slot).Str("mode", c.act.String()).Int("tables", len(tables)).Int("to_copy", len(todo)).
+		Stringer("snapshot_lsn", point).Msg("initial copy: copying the published tables")
+
+	c.prog = newCopyProgress(cfg, len(tables), len(tables)-len(todo), todo)
+	stopReports := c.prog.report(ctx)
+	err = c.copyTables(ctx, todo, point, snapshot)
+	stopReports()
+	if err != nil {
+		return err
+	}
+	// The snapshot is no longer needed: the temporary slot of a resumed
+	// copy goes with the connection.
+	_ = c.rc.Close(ctx)
+	return c.finish(ctx)
+}
+
+// createSlot creates the applier's slot with an exported snapshot, after
+// recording that it is being created (so that a crash in between leaves a
+// slot the next attempt knows to be its own), and records the tables to
+// copy.
+func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.LSN, string, error) {
+	cfg := c.cfg
+	if c.act == copyRecreate {
+		if c.slotActive {
+			return 0, "", fmt.Errorf("replication slot %q, left by an interrupted initial copy, is in use by another connection", cfg.Slot)
+		}
+		if err := c.rc.DropSlot(ctx, cfg.Slot, false); err != nil && !isUndefinedObject(err) {
+			return 0, "", fmt.Errorf("dropping replication slot %q, left by an interrupted initial copy: %w", cfg.Slot, err)
+		}
+	}
+	_, err := c.control.Exec(ctx, `INSERT INTO walapply.copies (applier, slot_name) VALUES ($1, $2)
+		ON CONFLICT (applier) DO UPDATE SET slot_name = EXCLUDED.slot_name, consistent_point = NULL, started_at = now(), finished_at = NULL`, cfg.Name, cfg.Slot)
+	if err != nil {
+		return 0, "", fmt.Errorf("recording the initial copy in walapply.copies on the target: %w", err)
+	}
+	info, err := c.rc.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "export"})
+	if err != nil {
+		return 0, "", fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
+	}
+	cfg.Logger.Info().Str("slot", info.Name).Stringer("consistent_point", info.ConsistentPoint).Str("snapshot", info.SnapshotName).
+		Msg("created replication slot with an exported snapshot")
+	err = pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE walapply.copies SET consistent_point = $2::pg_catalog.pg_lsn WHERE applier = $1`, cfg.Name, info.ConsistentPoint.String()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state WHERE applier = $1`, cfg.Name); err != nil {
+			return err
+		}
+		return insertPending(ctx, tx, cfg.Name, tables)
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("recording the slot's consistent point in walapply.copies on the target: %w", err)
+	}
+	return info.ConsistentPoint, info.SnapshotName, nil
+}
+
+// createTempSlot creates a temporary slot for a resumed copy, only for the
+// snapshot it exports; it vanishes with the connection.
+func (c *copier) createTempSlot(ctx context.Context) (protocol.LSN, string, error) {
+	name := tempSlotName(c.cfg.Slot, os.Getpid())
+	info, err := c.rc.CreateSlot(ctx, name, protocol.SlotOptions{Temporary: true, Snapshot: "export"})
+	if err != nil {
+		return 0, "", fmt.Errorf("creating temporary replication slot %q on the source for the resumed copy's snapshot: %w", name, err)
+	}
+	c.cfg.Logger.Info().Str("slot", name).Stringer("consistent_point", info.ConsistentPoint).Stringer("stream_start", c.rec.point).
+		Msg("resuming the initial copy in a new snapshot; changes it already holds are skipped from the stream")
+	return info.ConsistentPoint, info.SnapshotName, nil
+}
+
+// tempSlotName names the temporary slot of a resumed copy: a valid slot
+// name however long the applier's slot name is.
+func tempSlotName(slot string, pid int) string {
+	suffix := "_copy_" + strconv.Itoa(pid)
+	if len(slot)+len(suffix) > protocol.MaxSlotNameLen {
+		slot = slot[:protocol.MaxSlotNameLen-len(suffix)]
+	}
+	return slot + suffix
+}
+
+// syncTableList brings a resumed copy's table list up to date with the
+// publications: tables added since are copied too, tables dropped from
+// them are forgotten unless already copied.
+func (c *copier) syncTableList(ctx context.Context, tables []*copyTable) error {
+	err := pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
+		var schemas, names []string
+		for _, t := range tables {
+			schemas, names = append(schemas, t.schema), append(names, t.name)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state s WHERE applier = $1 AND status = 'pending'
+			AND (schema_name, table_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`, c.cfg.Name, schemas, names); err != nil {
+			return err
+		}
+		return insertPending(ctx, tx, c.cfg.Name, tables)
+	})
+	if err != nil {
+		return fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
+	}
+	return nil
+}
+
+func insertPending(ctx context.Context, tx pgx.Tx, applier string, tables []*copyTable) error {
+	var schemas, names []string
+	for _, t := range tables {
+		schemas, names = append(schemas, t.schema), append(names, t.name)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO walapply.copy_state (applier, schema_name, table_name)
+		SELECT $1, s, n FROM unnest($2::text[], $3::text[]) t(s, n) ON CONFLICT DO NOTHING`, applier, schemas, names)
+	return err
+}
+
+// readDoneTables returns the tables whose copy committed.
+func readDoneTables(ctx context.Context, q querier, applier string) (map[relName]bool, error) {
+	rows, err := q.Query(ctx, `SELECT schema_name, table_name FROM walapply.copy_state WHERE applier = $1 AND status = 'done'`, applier)
+	if err != nil {
+		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
+		var n relName
+		return n, r.Scan(&n.schema, &n.name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
+	}
+	m := make(map[relName]bool, len(done))
+	for _, n := range done {
+		m[n] = true
+	}
+	return m, nil
+}
+
+// finish sets the origin to the slot's consistent point, where streaming
+// starts, and marks the copy finished. A crash in between repeats both.
+func (c *copier) finish(ctx context.Context) error {
+	cfg := c.cfg
+	if err := state.AdvanceOrigin(ctx, c.control, c.origin, c.rec.point); err != nil {
+		return err
+	}
+	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET finished_at = now() WHERE applier = $1`, cfg.Name); err != nil {
+		return fmt.Errorf("marking the initial copy finished in walapply.copies on the target: %w", err)
+	}
+	p := c.prog.snapshot(true)
+	cfg.Logger.Info().Int("tables", p.TablesTotal).Int64("rows", p.Rows).Int64("bytes", p.Bytes).
+		Float64("seconds", round1(p.Elapsed.Seconds())).Stringer("start_lsn", c.rec.point).
+		Msg("initial copy complete; streaming from the slot's consistent point")
+	c.prog.call(p)
+	return nil
+}
+
+// connectSource opens an ordinary (not replication) source connection.
+func connectSource(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
+	pc, err := pgx.ParseConfig(cfg.Source)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, redact(err))
+	}
+	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
+	conn, err := pgx.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the source (%s): %w", role, err)
+	}
+	return conn, nil
+}
+
+func isUndefinedObject(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42704"
+}

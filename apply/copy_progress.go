@@ -1,0 +1,134 @@
+package apply
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// CopyProgress is where the initial copy stands (Config.OnCopyProgress).
+type CopyProgress struct {
+	TablesTotal int
+	// TablesDone includes the tables an earlier, interrupted attempt
+	// copied.
+	TablesDone int
+	// Rows and Bytes (COPY text format) copied by this attempt so far,
+	// counted as they stream, committed or not.
+	Rows, Bytes int64
+	// EstimatedRows is the source's estimate (pg_class.reltuples) of the
+	// rows this attempt copies; 0 when the source has none (tables never
+	// vacuumed or analyzed).
+	EstimatedRows int64
+	Elapsed       time.Duration
+	RowsPerSec    float64
+	BytesPerSec   float64
+	// ETA is the estimated time left, from the rate so far and
+	// EstimatedRows; 0 when unknown.
+	ETA time.Duration
+	// Table and TableRows name the table whose copy just committed, in
+	// the call made for it; empty in periodic calls.
+	Table     string
+	TableRows int64
+	// Done: every table is copied, and streaming starts from the slot's
+	// consistent point.
+	Done bool
+}
+
+// copyProgress counts the copy's progress for the log and the callback.
+type copyProgress struct {
+	cfg        *Config
+	start      time.Time
+	total      int
+	est        int64
+	tablesDone atomic.Int64
+	rows       atomic.Int64
+	bytes      atomic.Int64
+	mu         sync.Mutex // one OnCopyProgress call at a time
+}
+
+func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *copyProgress {
+	p := &copyProgress{cfg: cfg, start: time.Now(), total: total}
+	for _, t := range todo {
+		p.est += t.estRows
+	}
+	p.tablesDone.Store(int64(doneBefore))
+	return p
+}
+
+func (p *copyProgress) add(bytes, rows int64) {
+	p.bytes.Add(bytes)
+	p.rows.Add(rows)
+}
+
+// tableDone records a table's committed copy and tells the callback.
+func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
+	// The newline count and the target's row count agree for text COPY;
+	// the target's is authoritative.
+	p.rows.Add(rows - counted)
+	p.tablesDone.Add(1)
+	s := p.snapshot(false)
+	s.Table, s.TableRows = t.String(), rows
+	p.call(s)
+}
+
+func (p *copyProgress) snapshot(done bool) CopyProgress {
+	s := CopyProgress{TablesTotal: p.total, TablesDone: int(p.tablesDone.Load()), Rows: p.rows.Load(), Bytes: p.bytes.Load(),
+		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done}
+	if secs := s.Elapsed.Seconds(); secs > 0 {
+		s.RowsPerSec, s.BytesPerSec = float64(s.Rows)/secs, float64(s.Bytes)/secs
+	}
+	if !done && s.RowsPerSec > 0 && s.EstimatedRows > s.Rows {
+		s.ETA = time.Duration(float64(s.EstimatedRows-s.Rows) / s.RowsPerSec * float64(time.Second))
+	}
+	return s
+}
+
+func (p *copyProgress) call(s CopyProgress) {
+	if p.cfg.OnCopyProgress == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.OnCopyProgress(s)
+}
+
+// report calls OnCopyProgress about every second and logs a progress line
+// every ProgressInterval until stopped.
+func (p *copyProgress) report(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		lastLog := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				s := p.snapshot(false)
+				p.call(s)
+				if iv := p.cfg.ProgressInterval; iv > 0 && now.Sub(lastLog) >= iv {
+					lastLog = now
+					p.log(s)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (p *copyProgress) log(s CopyProgress) {
+	ev := p.cfg.Logger.Info().Int("tables_done", s.TablesDone).Int("tables_total", s.TablesTotal).
+		Int64("rows", s.Rows).Int64("bytes", s.Bytes).
+		Float64("rows_per_sec", round1(s.RowsPerSec)).Float64("mb_per_sec", round1(s.BytesPerSec/(1<<20)))
+	if s.EstimatedRows > 0 {
+		ev = ev.Int64("estimated_rows", s.EstimatedRows)
+	}
+	if s.ETA > 0 {
+		ev = ev.Str("eta", s.ETA.Round(time.Second).String())
+	}
+	ev.Msg("initial copy progress")
+}

@@ -1,0 +1,243 @@
+package apply
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/protocol"
+)
+
+// Sessions of the copy. The source writes values in the forms the target
+// reads back unchanged (as the applier's source sessions do: ISO dates,
+// every float digit); the target session behaves like the applier's
+// (DESIGN.md invariant 8): no ordinary triggers or foreign key checks, so
+// tables can be copied in any order. Its commits need not wait for the
+// disk: finishing the copy commits synchronously on the control
+// connection, which makes every earlier commit durable with it, and a
+// table whose commit a target crash loses loses its 'done' row with it and
+// is copied again.
+var (
+	copySourceSetup = []string{
+		"SET DateStyle = ISO",
+		"SET IntervalStyle = postgres",
+		"SET extra_float_digits = 3",
+		"SET statement_timeout = 0",
+		"SET idle_in_transaction_session_timeout = 0",
+	}
+	copyTargetSetup = []string{
+		"SET session_replication_role = replica",
+		"SET synchronous_commit = off",
+		"SET DateStyle = ISO",
+		"SET IntervalStyle = postgres",
+		"SET statement_timeout = 0",
+		"SET lock_timeout = 0",
+		"SET idle_in_transaction_session_timeout = 0",
+	}
+)
+
+// errCopyAborted ends the reading side of a table's pipe when the target
+// side failed first.
+var errCopyAborted = errors.New("apply: the target side of the copy failed")
+
+// copyTables copies tables in the snapshot exported at point, with
+// Config.CopyWorkers workers (default 2), largest tables first. The first
+// failure stops every worker.
+func (c *copier) copyTables(ctx context.Context, tables []*copyTable, point protocol.LSN, snapshot string) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	tables = slices.Clone(tables)
+	slices.SortStableFunc(tables, func(a, b *copyTable) int { return cmp.Compare(b.estRows, a.estRows) })
+	n := c.cfg.CopyWorkers
+	if n <= 0 {
+		n = 2
+	}
+	n = min(n, len(tables))
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan *copyTable)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if errs[i] = c.worker(ctx, i+1, jobs, point, snapshot); errs[i] != nil {
+				cancel(errs[i])
+			}
+		})
+	}
+feed:
+	for _, t := range tables {
+		select {
+		case jobs <- t:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err // the first worker's failure
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// copyWorker is a source connection inside the exported snapshot and a
+// target connection.
+type copyWorker struct {
+	c        *copier
+	src, tgt *pgx.Conn
+	point    protocol.LSN
+	snapText string // the snapshot as pg_snapshot text, recorded per table
+}
+
+func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, point protocol.LSN, snapshot string) error {
+	w := &copyWorker{c: c, point: point}
+	var err error
+	if w.src, err = connectSource(ctx, c.cfg, "copy "+strconv.Itoa(id)); err != nil {
+		return err
+	}
+	defer w.src.Close(context.WithoutCancel(ctx))
+	if err := w.importSnapshot(ctx, snapshot); err != nil {
+		return err
+	}
+	if w.tgt, err = connectTarget(ctx, c.cfg, "copy "+strconv.Itoa(id)); err != nil {
+		return err
+	}
+	defer w.tgt.Close(context.WithoutCancel(ctx))
+	for _, q := range copyTargetSetup {
+		if _, err := w.tgt.PgConn().Exec(ctx, q).ReadAll(); err != nil {
+			return fmt.Errorf("setting up the target session of the copy (%s): %w", q, err)
+		}
+	}
+	for t := range jobs {
+		if err := w.copy(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importSnapshot opens the source transaction every table of this worker
+// is read in: the slot's exported snapshot, imported while the connection
+// that exported it is idle.
+func (w *copyWorker) importSnapshot(ctx context.Context, snapshot string) error {
+	for _, q := range copySourceSetup {
+		if _, err := w.src.PgConn().Exec(ctx, q).ReadAll(); err != nil {
+			return fmt.Errorf("setting up the source session of the copy (%s): %w", q, err)
+		}
+	}
+	q := "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT " + quoteLiteral(snapshot)
+	if _, err := w.src.PgConn().Exec(ctx, q).ReadAll(); err != nil {
+		return fmt.Errorf("importing snapshot %s on the source: %w", snapshot, err)
+	}
+	fn := "pg_catalog.pg_current_snapshot()"
+	if w.c.version < 130000 {
+		fn = "pg_catalog.txid_current_snapshot()"
+	}
+	if err := w.src.QueryRow(ctx, "SELECT "+fn+"::text").Scan(&w.snapText); err != nil {
+		return fmt.Errorf("reading the imported snapshot on the source: %w", err)
+	}
+	if _, err := parseSnapshot(w.snapText); err != nil {
+		return err
+	}
+	return nil
+}
+
+func quoteLiteral(s string) string {
+	return "'" + string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''"))) + "'"
+}
+
+// copy copies one table: COPY TO on the source piped into COPY FROM on the
+// target, in a target transaction that also marks the table done.
+func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
+	start := time.Now()
+	tgt := w.tgt.PgConn()
+	if _, err := tgt.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return fmt.Errorf("copying table %s: beginning the target transaction: %w", t, err)
+	}
+	defer func() {
+		if err != nil {
+			_, _ = tgt.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+		}
+	}()
+	// Checked before, and again here: something may have written into it
+	// since, or during an earlier attempt.
+	empty, err := targetEmpty(ctx, w.tgt, t)
+	if err != nil {
+		return err
+	}
+	if !empty {
+		return &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
+	}
+
+	pr, pw := io.Pipe()
+	srcDone := make(chan error, 1)
+	go func() {
+		_, err := w.src.PgConn().CopyTo(ctx, pw, t.copyOutSQL())
+		pw.CloseWithError(err) // nil: the reader sees EOF
+		srcDone <- err
+	}()
+	counter := &copyCounter{r: pr, p: w.c.prog}
+	tag, tgtErr := tgt.CopyFrom(ctx, counter, t.copyInSQL())
+	if tgtErr != nil {
+		pr.CloseWithError(errCopyAborted) // unblocks the source side
+	}
+	srcErr := <-srcDone
+	switch {
+	case srcErr != nil && !errors.Is(srcErr, errCopyAborted):
+		// The target's error, if any, only says the input was cut short.
+		return fmt.Errorf("copying table %s: reading it on the source: %w", t, srcErr)
+	case tgtErr != nil:
+		return &TxnError{Op: "initial copy (COPY)", Relation: t.String(), Err: tgtErr}
+	}
+	rows := tag.RowsAffected()
+	_, err = w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = 'done', rows = $4, bytes = $5,
+		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
+		w.c.cfg.Name, t.schema, t.name, rows, counter.bytes, w.point.String(), w.snapText)
+	if err != nil {
+		return fmt.Errorf("copying table %s: recording it in walapply.copy_state: %w", t, err)
+	}
+	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
+	}
+	w.c.cfg.Logger.Info().Str("table", t.String()).Int64("rows", rows).Int64("bytes", counter.bytes).
+		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
+	w.c.prog.tableDone(t, rows, counter.rows)
+	return nil
+}
+
+// copyCounter counts what passes from the source to the target: bytes,
+// and rows as the newlines that end them in COPY's text format (a newline
+// inside a value is written as \n).
+type copyCounter struct {
+	r           io.Reader
+	p           *copyProgress
+	bytes, rows int64
+}
+
+func (c *copyCounter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if n > 0 {
+		rows := int64(bytes.Count(b[:n], []byte{'\n'}))
+		c.bytes += int64(n)
+		c.rows += rows
+		c.p.add(int64(n), rows)
+	}
+	return n, err
+}

@@ -1,0 +1,95 @@
+package apply
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// isTLSFailure reports whether err is a TLS failure that only a change of
+// configuration can fix: a server certificate that does not verify
+// (unknown authority, another host name, expired), a TLS alert from the
+// server (it rejected the client certificate) or a server that does not do
+// TLS where the connection string demands it. pgconn wraps these in the
+// ConnectError that otherwise marks a retryable connection failure;
+// retrying them would loop forever (DESIGN.md invariant 5).
+func isTLSFailure(err error) bool {
+	var (
+		verify    *tls.CertificateVerificationError
+		host      x509.HostnameError
+		authority x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		alert     tls.AlertError
+	)
+	if errors.As(err, &verify) || errors.As(err, &host) || errors.As(err, &authority) ||
+		errors.As(err, &invalid) || errors.As(err, &alert) {
+		return true
+	}
+	// pgconn returns this one as a plain string (sslmode=require or
+	// verify-* against a server with ssl = off).
+	return strings.Contains(err.Error(), "server refused TLS connection")
+}
+
+// columnError names the target column(s) a rejected value belongs to.
+type columnError struct {
+	columns []string // quoted
+	typ     string   // the target type, as format_type writes it
+	err     error
+}
+
+func (e *columnError) Error() string {
+	which := "column " + e.columns[0]
+	if len(e.columns) > 1 {
+		which = "one of columns " + strings.Join(e.columns, ", ")
+	}
+	return fmt.Sprintf("%s (%s on the target): %v", which, e.typ, e.err)
+}
+
+func (e *columnError) Unwrap() error { return e.err }
+
+var (
+	// "value too long for type character varying(3)", "invalid input
+	// syntax for type integer: ...", "value "70000" is out of range for
+	// type smallint".
+	forTypeRE = regexp.MustCompile(`for type ([^:"]+?)(?::|$)`)
+	// numeric field overflow's detail: "A field with precision 5, scale
+	// 2 must round to ...".
+	precisionRE = regexp.MustCompile(`precision (\d+), scale (\d+)`)
+)
+
+// withColumn adds to a value error from the target (SQLSTATE class 22:
+// too long, out of range, invalid syntax) the column(s) of the failed
+// statement's table that have the type the error names. PostgreSQL names a
+// type there, not a column, and a user facing a table of dozens of columns
+// needs the column to fix it. Other errors are returned unchanged.
+func withColumn(q *queuedStmt, err error) error {
+	var pgErr *pgconn.PgError
+	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
+		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") {
+		return err
+	}
+	typ := ""
+	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {
+		typ = strings.TrimSpace(m[1])
+	} else if m := precisionRE.FindStringSubmatch(pgErr.Detail); m != nil {
+		typ = "numeric(" + m[1] + "," + m[2] + ")"
+	}
+	if typ == "" {
+		return err
+	}
+	var cols []string
+	for i, sc := range q.rel.rel.Columns {
+		if ti := q.rel.tcol[i]; ti >= 0 && q.rel.target.Columns[ti].TypeName == typ {
+			cols = append(cols, quoteIdent(sc.Name))
+		}
+	}
+	if len(cols) == 0 {
+		return err
+	}
+	return &columnError{columns: cols, typ: typ, err: err}
+}

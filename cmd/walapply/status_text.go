@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// writeStatusText prints the report for a person, one block per applier.
+func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
+	b := bufio.NewWriter(w)
+	line := func(label, format string, a ...any) {
+		fmt.Fprintf(b, "  %-18s %s\n", label, fmt.Sprintf(format, a...))
+	}
+	if len(rep.Appliers) == 0 {
+		fmt.Fprintln(b, "no appliers recorded on the target (walapply.appliers is empty)")
+	}
+	for i, a := range rep.Appliers {
+		if i > 0 {
+			fmt.Fprintln(b)
+		}
+		fmt.Fprintf(b, "applier %s\n", a.Name)
+		line("slot", "%s, publications %s", a.Slot, strings.Join(a.Publications, ", "))
+		line("source cluster", "system id %s, timeline %d", a.SourceSystemID, a.SourceTimeline)
+		switch {
+		case !a.Origin.Exists:
+			line("origin", "%s does not exist on the target", a.Origin.Name)
+		case a.Origin.Progress == "":
+			line("origin", "%s: nothing applied yet", a.Origin.Name)
+		case a.Origin.LocalLSN != "":
+			line("origin", "%s: applied up to source %s (target commit at %s)", a.Origin.Name, a.Origin.Progress, a.Origin.LocalLSN)
+		default:
+			line("origin", "%s: applied up to source %s", a.Origin.Name, a.Origin.Progress)
+		}
+		if len(a.Sessions) == 0 {
+			line("running", "no (no session of the applier on the target)")
+		} else {
+			var parts []string
+			for _, s := range a.Sessions {
+				parts = append(parts, fmt.Sprintf("%s pid %d since %s", s.Role, s.PID, s.Since.UTC().Format(time.DateTime)))
+			}
+			line("running", "yes: %s", strings.Join(parts, ", "))
+		}
+		writeSourceText(line, a.Source)
+		if len(a.Prepared) == 0 {
+			line("prepared", "none pending on the target")
+		} else {
+			line("prepared", "%d pending on the target:", len(a.Prepared))
+			for _, p := range a.Prepared {
+				fmt.Fprintf(b, "    %s  source xid %d, prepared %s (%s ago) by %s in %s\n", p.GID, p.SourceXid,
+					p.Prepared.UTC().Format(time.DateTime), age(now, p.Prepared), p.Owner, p.Database)
+			}
+		}
+	}
+	if s := rep.Spill; s != nil {
+		fmt.Fprintln(b)
+		switch {
+		case !s.Exists:
+			fmt.Fprintf(b, "spill directory %s does not exist (nothing spilled since it was set)\n", s.Dir)
+		case len(s.Files) == 0:
+			fmt.Fprintf(b, "spill directory %s: no spill files\n", s.Dir)
+		default:
+			fmt.Fprintf(b, "spill directory %s: %s, %s\n", s.Dir, plural(len(s.Files), "file"), bytesText(s.Bytes))
+			for _, f := range s.Files {
+				fmt.Fprintf(b, "    %-22s %10s  modified %s ago\n", f.Name, bytesText(f.Bytes), age(now, f.Modified))
+			}
+		}
+	}
+	return b.Flush()
+}
+
+// writeSourceText prints the source side of an applier.
+func writeSourceText(line func(label, format string, a ...any), s *sourceStatus) {
+	if s == nil {
+		line("source", "not asked (give --source for the slot's lag)")
+		return
+	}
+	if s.SystemIDMatches != nil && !*s.SystemIDMatches {
+		line("source", "WRONG CLUSTER: system id %s, not the applier's source", s.SystemID)
+	}
+	if s.Slot == nil {
+		line("slot on source", "does not exist (source WAL at %s)", s.CurrentLSN)
+		return
+	}
+	sl := s.Slot
+	state := "inactive (no applier connected)"
+	if sl.Active {
+		state = "active"
+		if sl.ActivePID != nil {
+			state += fmt.Sprintf(" (walsender pid %d)", *sl.ActivePID)
+		}
+	}
+	line("slot on source", "%s, plugin %s, database %s", state, sl.Plugin, sl.Database)
+	lag := "unknown"
+	if sl.LagBytes != nil {
+		lag = bytesText(*sl.LagBytes)
+	}
+	lagTime := "unknown while no applier is connected"
+	if sl.LagSeconds != nil {
+		lagTime = (time.Duration(*sl.LagSeconds * float64(time.Second))).Round(time.Millisecond).String()
+	} else if sl.Active {
+		lagTime = "not measured yet"
+	}
+	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTime, orNone(sl.ConfirmedFlushLSN), s.CurrentLSN)
+	if sl.RetainedBytes != nil {
+		line("WAL retained", "%s from %s (wal_status %s)", bytesText(*sl.RetainedBytes), orNone(sl.RestartLSN), orNone(sl.WALStatus))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// bytesText prints a size with a binary unit.
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
+}
+
+// age is how long before now t was, rounded for reading.
+func age(now, t time.Time) string {
+	d := max(now.Sub(t), 0)
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+// plural prints n and a noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
