@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // ErrNotSupported is returned for stream features this build does not apply.
@@ -310,7 +311,45 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 			te.Relation = q.rel.String()
 		}
 	}
-	return a.fail(ctx, te)
+	err = a.fail(ctx, te)
+	if q != nil && q.op == opCommit {
+		// The origin was set up and then the COMMIT failed: on PostgreSQL
+		// 16+ the abort advanced the origin (state's package doc).
+		if rerr := a.rewindOrigin(ctx); rerr != nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// rewindOrigin moves the origin back to the last applied position after a
+// COMMIT that failed once the origin's progress was set up: PostgreSQL 16+
+// advances the origin on abort as well, and the source would then never
+// send the failed transactions again. A lost connection cannot be repaired
+// here (its backend may still hold the origin); that window, between the
+// last two messages of a batch, is documented in state's package doc.
+func (a *Applier) rewindOrigin(ctx context.Context) error {
+	conn := a.sess.conn
+	if a.sess.pg.IsClosed() || a.sess.origin == "" {
+		return nil
+	}
+	lsn, _, err := state.OriginProgress(ctx, conn, a.sess.origin, false)
+	if err == nil && lsn > a.applied {
+		err = state.SessionReset(ctx, conn)
+		if err == nil {
+			err = state.AdvanceOrigin(ctx, conn, a.sess.origin, a.applied)
+		}
+		if err == nil {
+			err = state.SessionSetup(ctx, conn, a.sess.origin)
+		}
+		if err == nil {
+			a.log.Warn().Stringer("from", lsn).Stringer("to", a.applied).Msg("moved the origin back after a failed COMMIT (PostgreSQL 16+ advances it on abort)")
+		}
+	}
+	if err != nil {
+		return &PermanentError{fmt.Errorf("after a failed COMMIT, checking origin %q: %w; it may be past transactions that were not applied: compare pg_replication_origin_progress with the last applied position %s and move it back with pg_replication_origin_advance if needed, then restart", a.sess.origin, err, a.applied)}
+	}
+	return nil
 }
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's

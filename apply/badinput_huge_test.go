@@ -56,8 +56,8 @@ func (h *harness) caughtUpOrStopped(slot string, timeout time.Duration) error {
 // small row after it. Either all of it arrives intact, or walapply stops
 // with a permanent error, nothing of the failed transaction applied and
 // the origin before it.
-func hugeValue(t *testing.T, version, size int) {
-	h := newHarness(t, version, nil, nil)
+func hugeValue(t *testing.T, version, size int, source map[string]string) {
+	h := newHarness(t, version, source, nil)
 	h.both(`CREATE TABLE big (id int PRIMARY KEY, note text, v text)`)
 	h.source(`CREATE PUBLICATION pub FOR TABLE big`)
 	h.createSlot("huge")
@@ -101,14 +101,14 @@ func hugeValue(t *testing.T, version, size int) {
 // which takes minutes).
 func TestHugeValue(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
-		t.Run("100MB", func(t *testing.T) { hugeValue(t, version, 100<<20) })
+		t.Run("100MB", func(t *testing.T) { hugeValue(t, version, 100<<20, nil) })
 		t.Run("1GB", func(t *testing.T) {
 			if os.Getenv("WALAPPLY_BENCH") != "1" {
 				t.Skip("a 1 GB value takes minutes and several GB of memory; set WALAPPLY_BENCH=1 to run it")
 			}
 			// The largest text PostgreSQL can hold is 1 GB less its
 			// 4-byte header.
-			hugeValue(t, version, 1<<30-64)
+			hugeValue(t, version, 1<<30-64, map[string]string{"wal_sender_timeout": os.Getenv("WALAPPLY_HUGE_WST")})
 		})
 	})
 }

@@ -84,6 +84,7 @@ type targetSession struct {
 	txnLSN   protocol.LSN
 	firstLSN protocol.LSN // of the target transaction's first source transaction
 
+	origin string       // the replication origin set up on the session
 	flying inflight     // the batch sent and not yet read
 	done   []commitMark // commits confirmed by drain, for the applier
 }
@@ -112,6 +113,7 @@ func newTargetSession(conn *pgx.Conn) *targetSession {
 
 // setup prepares the session; origin is the replication origin to set up.
 func (s *targetSession) setup(ctx context.Context, origin string) error {
+	s.origin = origin
 	for _, q := range sessionSetupSQL {
 		if _, err := s.pg.Exec(ctx, q).ReadAll(); err != nil {
 			return fmt.Errorf("setting up the target session (%s): %w", q, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// The Go API as a user's test uses it: the body up to the comparison is
-// the README's "In your tests" example.
+// The Go API as a user's test uses it: up to the comparison, this is the
+// README's "In your tests" example with a DELETE added.
 func TestStartWaitCaughtUp(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
