@@ -32,7 +32,7 @@ build:
 	$(GO) build ./...
 	$(GO) build -o bin/walapply ./cmd/walapply
 
-test: lint
+test: lint fuzz-short
 	$(GO) test -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 test-all:
@@ -45,6 +45,12 @@ lint:
 
 pg:
 	$(GO) run ./testenv/cmd/pgfetch 16 17 18
+
+# A short fuzz pass over every target, run by `make test`.
+FUZZTIME_SHORT ?= 2s
+.PHONY: fuzz-short
+fuzz-short:
+	FUZZTIME='$(FUZZTIME_SHORT)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)
 
 fuzz:
 	FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)

@@ -149,7 +149,8 @@ func (s *session) initialCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if act, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, rec: rec}); err != nil || !cfg.Copy || act == copyNothing {
+	if !cfg.Copy || rec.finished {
+		_, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, slot: cfg.Slot, rec: rec})
 		return err
 	}
 	origin, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
@@ -377,6 +378,9 @@ func readDoneTables(ctx context.Context, q querier, applier string) (map[relName
 // starts, and marks the copy finished. A crash in between repeats both.
 func (c *copier) finish(ctx context.Context) error {
 	cfg := c.cfg
+	if err := dropCopyOrigins(ctx, c.control, cfg.Name, cfg.CopyWorkers); err != nil {
+		return err
+	}
 	if err := state.AdvanceOrigin(ctx, c.control, c.origin, c.rec.point); err != nil {
 		return err
 	}

@@ -144,8 +144,9 @@ func copyStep(bigRows int) func(ctx context.Context, tx pgx.Tx, i int) error {
 }
 
 // waitCopyDone waits until walapply.copies on the target says the initial
-// copy finished. exited, if not nil, reports an applier process's end.
-func (h *harness) waitCopyDone(timeout time.Duration, exited <-chan error) {
+// copy finished. p, if not nil, is an applier process that must not exit
+// meanwhile (else the in-process applier must not stop).
+func (h *harness) waitCopyDone(timeout time.Duration, p *applierProcess) {
 	h.t.Helper()
 	conn, err := h.pair.Target.Connect(h.ctx, "postgres")
 	if err != nil {
@@ -165,11 +166,14 @@ func (h *harness) waitCopyDone(timeout time.Duration, exited <-chan error) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("the initial copy did not finish within %s", timeout)
 		}
+		if p != nil {
+			if ok, err := p.exited(); ok {
+				h.t.Fatalf("the applier process exited during the copy: %v", err)
+			}
+		}
 		select {
 		case err := <-h.applierDone:
 			h.t.Fatalf("the applier stopped during the copy: %v", err)
-		case err := <-exited:
-			h.t.Fatalf("the applier process exited during the copy: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -350,6 +354,11 @@ func TestCopyChecks(t *testing.T) {
 			`CREATE TABLE "we""ird" (id int PRIMARY KEY)`,
 			`TRUNCATE d`,
 		)
+		if version >= 16 {
+			// Decoding on the target sees what its own subscribers would.
+			h.target(`CREATE PUBLICATION tpub FOR TABLE a, e`,
+				`SELECT pg_create_logical_replication_slot('tslot', 'pgoutput')`)
+		}
 		stop := h.runApplier(cfg)
 		h.waitCopyDone(time.Minute, nil)
 		h.source(`INSERT INTO e VALUES (1)`)
@@ -360,5 +369,16 @@ func TestCopyChecks(t *testing.T) {
 		h.expect(tableRows("a", "id, x, y"), "(1,2,3)")
 		h.expect(tableRows("e", "id"), "1")
 		h.expect(`SELECT (finished_at IS NOT NULL)::text FROM walapply.copies`, "true")
+		// The copy workers' origins are gone.
+		h.expect(`SELECT roname::text FROM pg_replication_origin`, "walapply_checkslot")
+		if version >= 16 {
+			// The copied rows, like the replicated ones, carry an origin: a
+			// subscriber of the target asking for origin = none gets
+			// nothing of them.
+			peek := `SELECT count(*)::text FROM pg_logical_slot_peek_binary_changes('tslot', NULL, NULL,
+				'proto_version', '1', 'publication_names', 'tpub', 'origin', '%s') WHERE get_byte(data, 0) = ascii('I')`
+			h.expect(fmt.Sprintf(peek, "any"), "2")
+			h.expect(fmt.Sprintf(peek, "none"), "0")
+		}
 	})
 }

@@ -66,14 +66,16 @@ func TestCopyResumeAfterKill(t *testing.T) {
 			"big pending", "filtered done", "gen done", "parted done", "small done")
 
 		p.start()
-		h.waitCopyDone(3*time.Minute, p.done)
+		h.waitCopyDone(3*time.Minute, p)
 		if err := w.waitMore(50); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.finish(); err != nil {
 			t.Fatal(err)
 		}
+		unwatch := h.watchProcess(p)
 		h.waitCaughtUp("cslot", 3*time.Minute)
+		unwatch()
 		p.stop()
 		n := h.compareCopy()
 
@@ -99,10 +101,6 @@ func (h *harness) waitTarget(t *testing.T, p *applierProcess, query string) {
 		t.Fatal(err)
 	}
 	defer conn.Close(h.ctx)
-	var exited <-chan error
-	if p != nil {
-		exited = p.done
-	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var ok bool
@@ -115,10 +113,48 @@ func (h *harness) waitTarget(t *testing.T, p *applierProcess, query string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("still false after 2 minutes: %s", query)
 		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the applier process exited (%v) while waiting for: %s", err, query)
-		case <-time.After(20 * time.Millisecond):
+		if p != nil {
+			if ok, err := p.exited(); ok {
+				t.Fatalf("the applier process exited (%v) while waiting for: %s", err, query)
+			}
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// exited reports whether the process has exited, without consuming the
+// result that kill and stop wait for.
+func (p *applierProcess) exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// watchProcess makes the harness's waits fail fast when the applier
+// process exits (it stops by itself only on a permanent error), until the
+// returned function is called.
+func (h *harness) watchProcess(p *applierProcess) (unwatch func()) {
+	exited := make(chan error, 1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if ok, err := p.exited(); ok {
+					exited <- err
+					return
+				}
+			}
+		}
+	}()
+	h.applierDone = exited
+	return func() { close(stop); <-done; h.applierDone = nil }
 }

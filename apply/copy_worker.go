@@ -6,14 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // Sessions of the copy. The source writes values in the forms the target
@@ -124,6 +127,15 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, poi
 			return fmt.Errorf("setting up the target session of the copy (%s): %w", q, err)
 		}
 	}
+	// The copied rows carry a replication origin, as replicated changes
+	// do (DESIGN.md invariant 8), so that a peer replicating from the
+	// target with origin = none does not send them back. One origin per
+	// worker: an origin is set up in one session at a time.
+	origin := copyOriginName(c.cfg.Name, id)
+	if err := state.EnsureOrigin(ctx, w.tgt, origin); err != nil {
+		return err
+	}
+	_ = state.SessionSetup
 	for t := range jobs {
 		if err := w.copy(ctx, t); err != nil {
 			return err
@@ -206,10 +218,13 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		return &TxnError{Op: "initial copy (COPY)", Relation: t.String(), Err: tgtErr}
 	}
 	rows := tag.RowsAffected()
-	_, err = w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = 'done', rows = $4, bytes = $5,
+	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = 'done', rows = $4, bytes = $5,
 		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
-		WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
 		w.c.cfg.Name, t.schema, t.name, rows, counter.bytes, w.point.String(), w.snapText)
+	if err == nil && res.RowsAffected() != 1 {
+		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
+	}
 	if err != nil {
 		return fmt.Errorf("copying table %s: recording it in walapply.copy_state: %w", t, err)
 	}
@@ -240,4 +255,38 @@ func (c *copyCounter) Read(b []byte) (int, error) {
 		c.p.add(int64(n), rows)
 	}
 	return n, err
+}
+
+// copyOriginName names the replication origin of copy worker id (from 1):
+// "walapply_copy<id>_<applier>", the applier's name cut and completed with
+// a hash of it when that would pass the 63 bytes origin names are held to.
+func copyOriginName(applier string, id int) string {
+	name := "walapply_copy" + strconv.Itoa(id) + "_" + applier
+	if len(name) <= state.MaxOriginNameLen {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(applier))
+	suffix := fmt.Sprintf("_%08x", h.Sum32())
+	cut := name[:state.MaxOriginNameLen-len(suffix)]
+	for !utf8.ValidString(cut) { // do not split a character
+		cut = cut[:len(cut)-1]
+	}
+	return cut + suffix
+}
+
+// dropCopyOrigins drops the copy workers' origins, once every table is
+// copied: also those of more workers than this attempt ran, left by an
+// earlier one.
+func dropCopyOrigins(ctx context.Context, q state.Querier, applier string, workers int) error {
+	names := make([]string, 0, max(workers, 16))
+	for id := 1; id <= max(workers, 16); id++ {
+		names = append(names, copyOriginName(applier, id))
+	}
+	_, err := q.Exec(ctx, `SELECT pg_catalog.pg_replication_origin_drop(roname)
+		FROM pg_catalog.pg_replication_origin WHERE roname = ANY ($1)`, names)
+	if err != nil {
+		return fmt.Errorf("dropping the replication origins of the copy workers: %w", err)
+	}
+	return nil
 }

@@ -18,6 +18,9 @@ import (
 // is the clean point: nothing half-applied, everything applied confirmed.
 func (s *session) loop(ctx context.Context) error {
 	cfg := s.cfg
+	keepCtx, stopKeeper := context.WithCancel(ctx)
+	defer stopKeeper()
+	go s.keeper.run(keepCtx)
 	applyCtx := context.WithoutCancel(ctx)
 	nextFeedback := time.Now().Add(cfg.FeedbackInterval)
 	lastProgress := time.Now()
@@ -55,7 +58,7 @@ func (s *session) loop(ctx context.Context) error {
 			}
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
-		err := s.stream.Receive(rctx, &ev)
+		err := s.keeper.use(func(rs *protocol.ReplStream) error { return rs.Receive(rctx, &ev) })
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -146,7 +149,9 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 		s.tracker.Durable(lsn)
 	}
 	w, f, a := s.tracker.Feedback()
-	if err := s.stream.SendStatus(ctx, w, f, a, false); err != nil {
+	err := s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
+	s.keeper.sent(w, f, a)
+	if err != nil {
 		return fmt.Errorf("sending feedback to the source: %w", err)
 	}
 	if s.cfg.OnProgress != nil {

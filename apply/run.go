@@ -65,6 +65,7 @@ type session struct {
 	control *pgx.Conn // reads the origin's durable progress
 	source  *protocol.ReplConn
 	stream  *protocol.ReplStream
+	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string
 	applier *Applier
 	tracker *state.FlushTracker
@@ -206,6 +207,8 @@ func (s *session) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
 	}
+	s.keeper = &streamKeeper{stream: s.stream}
+	s.keeper.lastUse.Store(time.Now().UnixNano())
 	if s.decoder, err = protocol.NewDecoder(s.stream.DecoderOptions()); err != nil {
 		return err
 	}

@@ -192,6 +192,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 		}{
 			{"wrong password", args(secUserURL(src, "walpw", pwBad), secUserURL(dst, "walpw", pwGood))},
 			{"malformed source", args(strings.Replace(secUserURL(src, "walpw", pwGood), strconv.Itoa(src.Port()), "notaport", 1), secUserURL(dst, "walpw", pwGood))},
+			{"bad flag", append(slices.Clone(good), "--feedback-interval", "bogus")},
 		} {
 			if err := secStart(t, bin, env, out, c.args...).wait(t); err == nil {
 				t.Errorf("binary, %s: exit status 0", c.what)

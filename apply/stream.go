@@ -147,7 +147,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	// positions last computed (safe: nothing of the transaction is in them).
 	st.keepalive = func(ctx context.Context) error {
 		w, f, a := s.tracker.Feedback()
-		return s.stream.SendStatus(ctx, w, f, a, false)
+		return s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
 	}
 	st.keepaliveEvery = cfg.FeedbackInterval
 	s.applier.stream = st

@@ -29,12 +29,13 @@ func (d Direction) String() string {
 
 // Stats counts what a Proxy did.
 type Stats struct {
-	Accepted   int // connections forwarded to the server
-	Refused    int // connections reset at once: refused, or the server unreachable
-	Dropped    int // connections reset by DropAll or Cut
-	HalfClosed int // connection directions shut down by HalfClose
-	Stalls     int // calls to Stall with a positive duration
-	Damaged    int // messages damaged by Corrupt
+	Accepted    int // client connections accepted while not refusing
+	Refused     int // client connections reset at once while refusing
+	Unreachable int // accepted connections reset because the server could not be reached
+	Dropped     int // connections reset by DropAll or Cut
+	HalfClosed  int // connection directions shut down by HalfClose
+	Stalls      int // calls to Stall with a positive duration
+	Damaged     int // messages damaged by Corrupt
 }
 
 // Proxy forwards the TCP connections it accepts on 127.0.0.1 to a server,
@@ -121,17 +122,22 @@ func (p *Proxy) Conns() int {
 	return len(p.links)
 }
 
-// DropAll resets every live connection, on both sides, and returns how
-// many there were.
+// DropAll resets every live connection, on both sides (also those still
+// connecting to the server), and returns how many there were.
 func (p *Proxy) DropAll() int {
 	p.mu.Lock()
 	links := p.snapshot()
-	p.stats.Dropped += len(links)
 	p.mu.Unlock()
+	n := 0
 	for _, l := range links {
-		l.reset()
+		if l.reset() {
+			n++
+		}
 	}
-	return len(links)
+	p.mu.Lock()
+	p.stats.Dropped += n
+	p.mu.Unlock()
+	return n
 }
 
 // Refuse resets every connection accepted during the next d; d <= 0 ends a
@@ -238,41 +244,49 @@ func (p *Proxy) accept() {
 		client := c.(*net.TCPConn)
 		p.mu.Lock()
 		refuse := p.closed || time.Now().Before(p.refuseUntil)
+		var l *link
 		if refuse {
 			p.stats.Refused++
+		} else {
+			p.stats.Accepted++
+			l = newLink(p, client)
+			p.links[l] = struct{}{}
+			p.wg.Add(1)
 		}
 		p.mu.Unlock()
 		if refuse {
 			resetConn(client)
 			continue
 		}
-		p.wg.Add(1)
-		go p.connect(client)
+		go p.connect(l)
 	}
 }
 
-// connect dials the server for an accepted client and runs the link.
-func (p *Proxy) connect(client *net.TCPConn) {
+// connect dials the server for an accepted client and runs the link. The
+// link is live from the start, so that DropAll also drops a connection that
+// is still being made.
+func (p *Proxy) connect(l *link) {
 	defer p.wg.Done()
 	s, err := net.DialTimeout("tcp", p.server, p.dialTimeout)
-	p.mu.Lock()
-	if err != nil || p.closed {
-		p.stats.Refused++
+	if err != nil {
+		p.mu.Lock()
+		p.stats.Unreachable++
 		p.mu.Unlock()
-		if s != nil {
-			s.Close()
-		}
-		resetConn(client)
+		l.reset()
 		return
 	}
-	l := newLink(p, client, s.(*net.TCPConn))
-	p.links[l] = struct{}{}
-	p.stats.Accepted++
-	p.mu.Unlock()
+	if !l.connected(s.(*net.TCPConn)) {
+		resetConn(s.(*net.TCPConn))
+		return
+	}
 	l.run()
+}
+
+// forget removes an ended link.
+func (p *Proxy) forget(l *link) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	delete(p.links, l)
-	p.mu.Unlock()
 }
 
 // waitForward blocks while forwarding is stalled; false means the link

@@ -1,0 +1,75 @@
+package apply
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// The source's walsender drops a client that has not answered for
+// wal_sender_timeout (60s by default). The run loop answers between
+// messages, but a single target statement can take longer than that (a
+// 1 GB value, a big multi-row statement on a slow target), and the source
+// would then end the stream and the applier start over, for ever. A
+// streamKeeper answers for the loop while it is busy: from a goroutine of
+// its own, with the positions the loop last confirmed (so it never confirms
+// anything new), and only while the loop is not using the stream.
+
+// keepaliveAfter is how long the loop may leave the stream unanswered
+// before the keeper sends a status update for it.
+const keepaliveAfter = time.Second
+
+// streamKeeper serialises the use of the replication stream between the
+// run loop and its keepalive goroutine.
+type streamKeeper struct {
+	mu      sync.Mutex
+	stream  *protocol.ReplStream
+	lastUse atomic.Int64 // unix nanoseconds of the loop's last use of the stream
+	// the positions last sent by the loop
+	write, flush, apply atomic.Uint64
+}
+
+// use runs fn with the stream to itself.
+func (k *streamKeeper) use(fn func(*protocol.ReplStream) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.lastUse.Store(time.Now().UnixNano())
+	return fn(k.stream)
+}
+
+// sent records the positions the loop confirmed.
+func (k *streamKeeper) sent(w, f, a protocol.LSN) {
+	k.write.Store(uint64(w))
+	k.flush.Store(uint64(f))
+	k.apply.Store(uint64(a))
+}
+
+// run answers the source while the loop is busy, until ctx ends.
+func (k *streamKeeper) run(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, k.lastUse.Load())) < keepaliveAfter {
+			continue
+		}
+		if !k.mu.TryLock() {
+			continue // the loop is using the stream: it answers itself
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := k.stream.SendStatus(sctx, protocol.LSN(k.write.Load()), protocol.LSN(k.flush.Load()), protocol.LSN(k.apply.Load()), false)
+		cancel()
+		k.lastUse.Store(time.Now().UnixNano())
+		k.mu.Unlock()
+		if err != nil {
+			return // the loop will find the stream broken
+		}
+	}
+}

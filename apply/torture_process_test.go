@@ -1,0 +1,212 @@
+//go:build linux
+
+package apply_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tortureApplier runs walapply as a child process for the torture test. Its
+// output goes through a pipe, not straight into a file: the spill-disk
+// fault lowers the process's file size limit (RLIMIT_FSIZE), which would
+// otherwise hit its log too.
+type tortureApplier struct {
+	t    *testing.T
+	args []string
+	log  *lineLog
+	cmd  *exec.Cmd
+	done chan error
+	runs int // processes started
+}
+
+func newTortureApplier(t *testing.T, logPath string, args ...string) *tortureApplier {
+	t.Helper()
+	l, err := newLineLog(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tortureApplier{t: t, args: append([]string{walapplyBinary(t)}, args...), log: l}
+	t.Cleanup(func() {
+		p.kill()
+		l.close()
+		if t.Failed() {
+			t.Logf("walapply log (last lines; all of it in %s):\n%s", logPath, l.tail())
+		}
+	})
+	return p
+}
+
+func (p *tortureApplier) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.args[0], p.args[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	// The applier must not outlive the test binary.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.runs++
+	done := make(chan error, 1)
+	p.done = done
+	go func() { done <- p.cmd.Wait() }()
+}
+
+// kill SIGKILLs the process and waits for it.
+func (p *tortureApplier) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+}
+
+// stop sends SIGTERM and checks for a clean exit.
+func (p *tortureApplier) stop() {
+	p.t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.cmd = nil
+		if err != nil {
+			p.t.Errorf("walapply did not exit cleanly on SIGTERM: %v", err)
+		}
+	case <-time.After(time.Minute):
+		p.t.Error("walapply did not stop within a minute of SIGTERM")
+		p.kill()
+	}
+}
+
+// exited returns why the process ended if it ended by itself (nil while
+// it runs): walapply stops on its own only for a permanent error, which the
+// torture test must never cause.
+func (p *tortureApplier) exited() error {
+	if p.cmd == nil {
+		return nil
+	}
+	select {
+	case err := <-p.done:
+		p.cmd = nil
+		if err == nil {
+			err = fmt.Errorf("exit status 0")
+		}
+		return fmt.Errorf("walapply exited by itself: %w", err)
+	default:
+		return nil
+	}
+}
+
+// limitFileSize sets the process's RLIMIT_FSIZE: a write that would make a
+// file larger than limit bytes fails with EFBIG (the Go runtime ignores
+// SIGXFSZ), as the disk under the spill directory would when full. It is
+// the way to inject a disk error into another process's spill files,
+// whatever the filesystem and even as root (for whom permissions are no
+// obstacle). Only the spill files are written by the process: its log is a
+// pipe. unlimited restores the limit.
+func (p *tortureApplier) limitFileSize(limit uint64, unlimited bool) error {
+	if p.cmd == nil {
+		return fmt.Errorf("no walapply process")
+	}
+	var old unix.Rlimit
+	pid := p.cmd.Process.Pid
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
+		return fmt.Errorf("reading RLIMIT_FSIZE of %d: %w", pid, err)
+	}
+	lim := unix.Rlimit{Cur: limit, Max: old.Max}
+	if unlimited {
+		lim.Cur = old.Max
+	}
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
+		return fmt.Errorf("setting RLIMIT_FSIZE of %d: %w", pid, err)
+	}
+	return nil
+}
+
+// lineLog writes the applier's output to a file and counts the lines that
+// contain each watched fragment; it keeps the last lines for a failure
+// report.
+type lineLog struct {
+	mu      sync.Mutex
+	f       *os.File
+	partial []byte
+	watch   map[string]int
+	last    []string
+}
+
+// watched are the log fragments the torture test counts.
+var watched = []string{
+	"transient error; reconnecting",
+	"file too large",        // EFBIG from the spill-disk fault
+	"replicating",           // a session connected
+	"removed spill files",   // a restart cleaned up a killed run's files
+	`"level":"error"`,       // anything logged as an error
+	"moved the origin back", // a failed PREPARE repaired
+	"leftover prepared",     // a prepared transaction nothing will finish
+	"the connection was lost after PREPARE TRANSACTION took effect",
+}
+
+func newLineLog(path string) (*lineLog, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &lineLog{f: f, watch: map[string]int{}}, nil
+}
+
+func (l *lineLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.f.Write(b); err != nil {
+		return 0, err
+	}
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		for _, w := range watched {
+			if strings.Contains(line, w) {
+				l.watch[w]++
+			}
+		}
+		if l.last = append(l.last, line); len(l.last) > 60 {
+			l.last = l.last[1:]
+		}
+	}
+	return len(b), nil
+}
+
+// count returns how many lines so far contained fragment (one of watched).
+func (l *lineLog) count(fragment string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watch[fragment]
+}
+
+func (l *lineLog) tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.last, "\n")
+}
+
+func (l *lineLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.f.Close()
+}
