@@ -119,9 +119,16 @@ func (h *harness) copySchema(bigRows int) {
 
 // copyStep is one transaction of the writer on copySchema's tables:
 // inserts, updates and deletes, some moving rows in and out of the row
-// filter.
+// filter; every 25th also inserts 1000 rows, which a source with
+// logical_decoding_work_mem = 64kB streams before it commits (the
+// applier spills it and replays it at its commit).
 func copyStep(bigRows int) func(ctx context.Context, tx pgx.Tx, i int) error {
 	return func(ctx context.Context, tx pgx.Tx, i int) error {
+		if i%25 == 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO big SELECT g, 0, 'bulk' FROM generate_series($1::int, $1::int + 999) g`, 2_000_000+i*1000); err != nil {
+				return err
+			}
+		}
 		for _, s := range []struct {
 			sql  string
 			args []any
@@ -213,7 +220,7 @@ func (h *harness) compareCopy() int {
 func TestCopyFollowUnderWrites(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		const bigRows = 60_000
-		h := newHarness(t, version, nil, nil)
+		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
 		h.copySchema(bigRows)
 		w := h.startCopyWriter(copyStep(bigRows))
 		if err := w.waitMore(20); err != nil { // writes before the slot exists
@@ -379,6 +386,44 @@ func TestCopyChecks(t *testing.T) {
 				'proto_version', '1', 'publication_names', 'tpub', 'origin', '%s') WHERE get_byte(data, 0) = ascii('I')`
 			h.expect(fmt.Sprintf(peek, "any"), "2")
 			h.expect(fmt.Sprintf(peek, "none"), "0")
+		}
+	})
+}
+
+// TestCopyTwoPhase: the copy creates a two-phase slot when asked, and
+// prepared transactions after the copy replicate at PREPARE.
+func TestCopyTwoPhase(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.source(`CREATE TABLE t (id int PRIMARY KEY, v text)`,
+			`INSERT INTO t SELECT g, 'before' FROM generate_series(1, 100) g`,
+			`CREATE PUBLICATION pub FOR TABLE t`)
+		h.target(`CREATE TABLE t (id int PRIMARY KEY, v text)`)
+		cfg := h.config("tpslot", "pub")
+		cfg.CreateSlot, cfg.Copy, cfg.TwoPhase = false, true, true
+		stop := h.runApplier(cfg)
+		h.waitCopyDone(time.Minute, nil)
+		if got := h.rows(h.pair.Source, `SELECT two_phase::text FROM pg_replication_slots WHERE slot_name = 'tpslot'`); !slices.Equal(got, []string{"true"}) {
+			t.Errorf("the copy's slot: two_phase = %q, want true", got)
+		}
+		conn, err := h.pair.Source.Connect(h.ctx, "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(h.ctx)
+		for _, s := range []string{`BEGIN`, `INSERT INTO t VALUES (101, 'prepared')`, `UPDATE t SET v = 'prepared' WHERE id = 1`, `PREPARE TRANSACTION 'tp1'`} {
+			if _, err := conn.Exec(h.ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.waitTarget(t, nil, `SELECT count(*) = 1 FROM pg_prepared_xacts`)
+		h.source(`COMMIT PREPARED 'tp1'`)
+		h.waitCaughtUp("tpslot", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.compare(tableRows("t", "")); n != 101 {
+			t.Errorf("%d rows compared, want 101", n)
 		}
 	})
 }

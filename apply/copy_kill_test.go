@@ -16,7 +16,7 @@ import (
 func TestCopyResumeAfterKill(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		const bigRows = 50_000
-		h := newHarness(t, version, nil, nil)
+		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
 		h.copySchema(bigRows)
 		// The copy of big stops in the middle, at the rows from 20000 on,
 		// for as long as the test holds advisory lock 4242: an ALWAYS
@@ -53,7 +53,7 @@ func TestCopyResumeAfterKill(t *testing.T) {
 		// Changes to every table, big included, after the slot's
 		// consistent point and before the resumed copy's snapshot: in the
 		// stream from the slot, and in big's new copy.
-		if err := w.waitMore(40); err != nil {
+		if err := w.waitMore(60); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lock.Exec(h.ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {

@@ -135,13 +135,17 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, poi
 	if err := state.EnsureOrigin(ctx, w.tgt, origin); err != nil {
 		return err
 	}
-	_ = state.SessionSetup
+	if err := state.SessionSetup(ctx, w.tgt, origin); err != nil {
+		return err
+	}
 	for t := range jobs {
 		if err := w.copy(ctx, t); err != nil {
 			return err
 		}
 	}
-	return nil
+	// Released here, not by the connection's end, which the server
+	// handles after Close returns: finish drops the origin next.
+	return state.SessionReset(ctx, w.tgt)
 }
 
 // importSnapshot opens the source transaction every table of this worker

@@ -72,16 +72,17 @@ func BenchmarkStreamedBig(b *testing.B) {
 		}
 	}
 	b.Logf("PostgreSQL %d, one streamed transaction of %d rows, %.2f GB of row data; %d round(s)", version, rows, float64(dataBytes)/1e9, rounds)
-	b.Logf("%-9s %-14s %12s %18s %12s %14s", "round", "consumer", "INSERT", "COMMIT->target", "replay", "peak RSS")
+	b.Logf("%-9s %-14s %12s %18s %12s %14s %10s %12s", "round", "consumer", "INSERT", "COMMIT->target", "replay", "peak RSS", "CPU", "target CPU")
 	var walSum, pgSum time.Duration
 	var peak int64
 	for round := 1; round <= rounds; round++ {
 		w := benchWalapply(b, bin, src, tgt, insert, rows)
-		b.Logf("%-9d %-14s %11.1fs %17.1fs %11.1fs %10.1f MiB   (maxrss %.1f MiB, spill peak %.2f GB)", round, "walapply",
-			w.load.Seconds(), w.apply.Seconds(), w.replay.Seconds(), float64(w.hwm)/1024, float64(w.maxrss)/1024, float64(w.spill)/1e9)
+		b.Logf("%-9d %-14s %11.1fs %17.1fs %11.1fs %10.1f MiB %9.1fs %11.1fs   (maxrss %.1f MiB, spill peak %.2f GB)", round, "walapply",
+			w.load.Seconds(), w.apply.Seconds(), w.replay.Seconds(), float64(w.hwm)/1024, w.cpu.Seconds(), w.backendCPU.Seconds(),
+			float64(w.maxrss)/1024, float64(w.spill)/1e9)
 		p := benchSubscriber(b, src, tgt, insert, rows)
-		b.Logf("%-9d %-14s %11.1fs %17.1fs %12s %10.1f MiB   (apply worker; counts the shared buffers it touched)", round, "PG subscriber",
-			p.load.Seconds(), p.apply.Seconds(), "", float64(p.hwm)/1024)
+		b.Logf("%-9d %-14s %11.1fs %17.1fs %12s %10.1f MiB %9.1fs %12s   (apply worker, which writes the target itself; its RSS counts the shared buffers it touched)", round, "PG subscriber",
+			p.load.Seconds(), p.apply.Seconds(), "", float64(p.hwm)/1024, p.cpu.Seconds(), "")
 		walSum += w.apply
 		pgSum += p.apply
 		peak = max(peak, w.hwm)
@@ -95,6 +96,7 @@ func BenchmarkStreamedBig(b *testing.B) {
 type benchResult struct {
 	load, apply, replay time.Duration // source INSERT; source COMMIT to target commit; walapply's replay
 	hwm, maxrss, spill  int64         // KiB, KiB, bytes
+	cpu, backendCPU     time.Duration // the consumer's CPU time; its target backend's (walapply)
 }
 
 // benchWalapply runs the transaction with a walapply process consuming it.
@@ -125,12 +127,19 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	}, tgt, "postgres")
 	close(stopSpill)
 	r.hwm = vmHWM(cmd.Process.Pid)
+	if c, err := tgt.Connect(context.Background(), "postgres"); err == nil {
+		var pid int
+		_ = c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply'`).Scan(&pid)
+		r.backendCPU = procCPU(pid)
+		c.Close(context.Background())
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		log, _ := os.ReadFile(logPath)
 		b.Fatalf("walapply: %v\n%s", err, tail(log, 4000))
 	}
 	r.maxrss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	r.spill = <-spillPeak
 	log, _ := os.ReadFile(logPath)
 	for _, line := range strings.Split(string(log), "\n") {
@@ -164,6 +173,7 @@ func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, row
 		var pid int
 		_ = c.QueryRow(ctx, `SELECT pid FROM pg_stat_subscription WHERE subname = 'sub' AND relid IS NULL`).Scan(&pid)
 		r.hwm = vmHWM(pid)
+		r.cpu = procCPU(pid)
 		c.Close(ctx)
 	}
 	checkCount(b, tgt, "sub", rows)
@@ -304,6 +314,27 @@ func vmHWM(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// procCPU returns the user and system CPU time a process has used (0 if
+// unknown), from /proc/<pid>/stat in clock ticks of 1/100 s.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may contain spaces; the fields after it are fixed.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // watchDirSize returns the largest total size of the files in dir seen

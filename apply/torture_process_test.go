@@ -156,6 +156,8 @@ var watched = []string{
 	"moved the origin back", // a failed PREPARE repaired
 	"leftover prepared",     // a prepared transaction nothing will finish
 	"the connection was lost after PREPARE TRANSACTION took effect",
+	"replayed a streamed transaction", // a streamed transaction committed
+	"no longer prepared there",        // a prepared transaction vanished from the target
 }
 
 func newLineLog(path string) (*lineLog, error) {

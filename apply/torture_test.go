@@ -71,9 +71,12 @@ func tortureSeed(t *testing.T) uint64 {
 // party at random: SIGKILL of the applier, crashes of the target and of the
 // source, network cuts, half-closed connections and stalls longer than
 // wal_sender_timeout between the applier and either server (through
-// faultproxy), and a full disk under the spill directory. The applier runs
-// as its own process with --streaming on and --two-phase, so every path is
-// hit. At the end every table must be the same on both sides row for row
+// faultproxy), and a full disk under the spill directory (the process's
+// RLIMIT_FSIZE lowered for a while, so that spill writes fail with EFBIG:
+// unlike permissions, which root ignores, or a small filesystem, which
+// needs a mount, it works anywhere and can be lifted again). The applier
+// runs as its own process with --streaming on and --two-phase, so every
+// path is hit. At the end every table must be the same on both sides row for row
 // (nothing missing, nothing twice), nothing may be left prepared on the
 // target, and no spill file may be left behind.
 //
@@ -147,9 +150,18 @@ func TestTorture(t *testing.T) {
 		t.Logf("source: %d walsender timeouts (wal_sender_timeout %s); proxies: source %+v, target %+v",
 			strings.Count(srcLog, "terminating walsender process due to replication timeout"), senderTimeout, src.Stats(), tgt.Stats())
 		t.Logf("workload: %s", w.summary())
-		t.Logf("applier: %d processes, %d sessions, %d transient errors retried, %d spill writes failed with EFBIG, %d error lines; caught up %s after the workload",
+		t.Logf("applier: %d processes, %d sessions, %d transient errors retried, %d spill writes failed with EFBIG, %d streamed transactions replayed at their commit, "+
+			"%d restarts that removed a killed run's spill files, %d PREPAREs repaired, %d error lines; caught up %s after the workload",
 			p.runs, p.log.count("replicating"), p.log.count("transient error; reconnecting"), p.log.count("file too large"),
+			p.log.count("replayed a streamed transaction"), p.log.count("removed spill files"), p.log.count("moved the origin back"),
 			p.log.count(`"level":"error"`), catchUp.Round(100*time.Millisecond))
+		// An outcome that found its prepared transaction gone, or a
+		// prepared transaction that nothing will finish, means one was lost.
+		for _, bad := range []string{"no longer prepared there", "leftover prepared"} {
+			if n := p.log.count(bad); n != 0 {
+				t.Errorf("the applier logged %d lines with %q", n, bad)
+			}
+		}
 		t.Logf("comparison: %d tables, %d rows on the source: %d missing on the target, %d extra (twice or never on the source); %d prepared transactions left on the target; %d spill files left",
 			len(tables), total, missing, extra, len(prepared), len(leftSpill))
 	})

@@ -36,12 +36,15 @@ type link struct {
 	// whether encryption follows.
 	pendingAnswers atomic.Int32
 	answers        chan byte
+	// toClientDone is closed when the server-to-client pump ends: no
+	// answer will come any more.
+	toClientDone chan struct{}
 
 	half [2]atomic.Bool // indexed by Direction: shut down by HalfClose
 }
 
 func newLink(p *Proxy, client *net.TCPConn) *link {
-	return &link{p: p, client: client, closed: make(chan struct{}), answers: make(chan byte, 4)}
+	return &link{p: p, client: client, closed: make(chan struct{}), answers: make(chan byte, 4), toClientDone: make(chan struct{})}
 }
 
 // connected sets the server side; false means the link was closed while
@@ -196,6 +199,11 @@ func (l *link) pumpToServer() {
 				l.copyRaw(ToServer, r, w) // encrypted from here on
 				return
 			}
+		case <-l.toClientDone:
+			// The server went away without answering: pass on what
+			// the client still sends, until it notices.
+			l.copyRaw(ToServer, r, w)
+			return
 		case <-l.closed:
 			return
 		}
@@ -215,6 +223,7 @@ func eof(err error) error {
 // pumpToClient forwards the server's messages one by one, damaging the one
 // an armed Corruption matches.
 func (l *link) pumpToClient() {
+	defer close(l.toClientDone)
 	r := bufio.NewReaderSize(l.server, 64<<10)
 	gw := &gatedWriter{l: l, dir: ToClient}
 	w := bufio.NewWriterSize(gw, 64<<10)

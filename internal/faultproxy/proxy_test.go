@@ -340,3 +340,24 @@ func TestClose(t *testing.T) {
 		t.Errorf("%d connections left", pr.p.Conns())
 	}
 }
+
+// TestServerClosesDuringHandshake: a server that closes instead of
+// answering an SSLRequest ends the client's connection, and the proxy
+// forgets it.
+func TestServerClosesDuringHandshake(t *testing.T) {
+	pr := newPair(t)
+	if _, err := pr.client.Write(requestPacket(sslRequestCode)); err != nil {
+		t.Fatal(err)
+	}
+	expectBytes(t, pr.server, requestPacket(sslRequestCode), "SSLRequest")
+	pr.server.Close()
+	expectClosed(t, pr.client, "client after the server closed")
+	pr.client.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for pr.p.Conns() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy still holds the connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
