@@ -27,6 +27,8 @@ help:
 	@echo "make pg        fetch the PostgreSQL 16-18 binaries into the cache"
 	@echo "make fuzz      run each fuzz target for FUZZTIME ($(FUZZTIME))"
 	@echo "make demo      run the replication demo"
+	@echo "make bench     the side-by-side benchmark against the built-in subscriber (long)"
+	@echo "make bench-smoke  a 1% version of it"
 
 build:
 	$(GO) build ./...
