@@ -17,6 +17,7 @@ import (
 // measurement for development (the full harness is in bench/), so it runs
 // only with WALAPPLY_BENCH=1; WALAPPLY_BENCH_TXNS sets the backlog size.
 func TestBacklogThroughput(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("WALAPPLY_BENCH") == "" {
 		t.Skip("a throughput measurement, not a correctness test: set WALAPPLY_BENCH=1 to run it")
 	}
@@ -60,6 +61,7 @@ func TestBacklogThroughput(t *testing.T) {
 // with walapply as a process of its own and reports its peak RSS (VmHWM):
 // a measurement, run only with WALAPPLY_BENCH=1.
 func TestBigTransactionMemory(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("WALAPPLY_BENCH") == "" {
 		t.Skip("a memory measurement, not a correctness test: set WALAPPLY_BENCH=1 to run it")
 	}

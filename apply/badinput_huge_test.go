@@ -101,6 +101,7 @@ func hugeValue(t *testing.T, version, size int, source map[string]string) {
 // which takes minutes: 110 s on PostgreSQL 15, 220 s on 18, on a busy
 // 2-core machine, the applier at 3.2 GB resident).
 func TestHugeValue(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		t.Run("100MB", func(t *testing.T) { hugeValue(t, version, 100<<20, nil) })
 		t.Run("1GB", func(t *testing.T) {
@@ -123,6 +124,7 @@ func TestHugeValue(t *testing.T) {
 // primary key and with REPLICA IDENTITY FULL (an UPDATE then has 3,200
 // parameters).
 func TestWideRow(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		const n = 1600

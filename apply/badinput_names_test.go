@@ -37,6 +37,7 @@ var (
 // break SQL built by pasting; inserts, updates (key changes included),
 // deletes and a truncate all replicate, and source and target match.
 func TestHostileNames(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		tbl := secQualified(hostileSchema, hostileTable)

@@ -17,6 +17,7 @@ import (
 // applies nothing of the transaction, keeps the origin before it, and
 // resumes once the user fixes the target.
 func TestTargetDiffers(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.source(`CREATE TABLE ok (id int PRIMARY KEY)`,

@@ -40,7 +40,7 @@ import (
 
 // maxCompactRows bounds the rows held for compaction before they are
 // written out.
-const maxCompactRows = 20000
+const maxCompactRows = 5000
 
 // netKind is the net change to one row within a group.
 type netKind uint8

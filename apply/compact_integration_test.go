@@ -13,6 +13,7 @@ import (
 // TOAST values, key changes, TRUNCATE in the middle, a table with a second
 // unique index (not compacted), and tables compared afterwards.
 func TestCompaction(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(

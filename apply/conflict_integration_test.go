@@ -21,6 +21,7 @@ func (h *harness) conflictRows() []string {
 // TestConflictPolicies meets every conflict kind under every policy and
 // checks the target's rows and the walapply.conflicts records.
 func TestConflictPolicies(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		for _, policy := range []string{"skip", "apply"} {
 			t.Run(policy, func(t *testing.T) {

@@ -218,6 +218,7 @@ func (h *harness) compareCopy() int {
 // follows it: the slot's snapshot and its stream must meet exactly, with no
 // row missed and none applied twice.
 func TestCopyFollowUnderWrites(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		const bigRows = 60_000
 		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
@@ -313,6 +314,7 @@ func TestCopyFollowUnderWrites(t *testing.T) {
 // TestCopyChecks: what keeps the copy from starting is reported all at
 // once, before anything is created on either side.
 func TestCopyChecks(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.source(
@@ -393,6 +395,7 @@ func TestCopyChecks(t *testing.T) {
 // TestCopyTwoPhase: the copy creates a two-phase slot when asked, and
 // prepared transactions after the copy replicate at PREPARE.
 func TestCopyTwoPhase(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.source(`CREATE TABLE t (id int PRIMARY KEY, v text)`,

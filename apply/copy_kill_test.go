@@ -14,6 +14,7 @@ import (
 // snapshot, and the changes that snapshot already holds are not applied a
 // second time from the stream (new rows would collide with their copies).
 func TestCopyResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		const bigRows = 50_000
 		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)

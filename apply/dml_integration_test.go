@@ -10,6 +10,7 @@ import (
 
 // TestApplyDML replays every DML path onto a real target and compares.
 func TestApplyDML(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		schema := []string{

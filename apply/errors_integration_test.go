@@ -35,6 +35,7 @@ func runUntilError(t *testing.T, cfg apply.Config) error {
 // applier with a clear error, the origin does not move past the failed
 // transaction, and once the user fixes the target a restart applies it.
 func TestPermanentErrors(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.source(`CREATE TABLE ok_t (id int PRIMARY KEY)`, `CREATE TABLE missing_t (id int PRIMARY KEY, v text)`,
@@ -113,6 +114,7 @@ func TestPermanentErrors(t *testing.T) {
 // TestWrongSourceRefused: an applier whose origin belongs to one cluster
 // refuses to run against another.
 func TestWrongSourceRefused(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)

@@ -57,6 +57,7 @@ func (h *harness) config(slot string, pubs ...string) apply.Config {
 		Slot:             slot,
 		CreateSlot:       true,
 		Publications:     pubs,
+		SpillDir:         h.t.TempDir(),
 		FeedbackInterval: 100 * time.Millisecond,
 		ProgressInterval: -1,
 		Logger:           zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel),

@@ -16,6 +16,7 @@ import (
 // source's wal_sender_timeout must not make the source drop the stream
 // (the applier would then start the transaction over, for ever).
 func TestLongTargetStatement(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, map[string]string{"wal_sender_timeout": "3s"}, nil)
 		h.both(`CREATE TABLE slow (id int PRIMARY KEY)`)

@@ -60,7 +60,8 @@ func (h *harness) applierProcess(slot, pub string, extra ...string) *applierProc
 		h.t.Fatal(err)
 	}
 	args := append([]string{"run", "--source", h.pair.Source.ConnString("postgres"), "--target", h.pair.Target.ConnString("postgres"),
-		"--slot", slot, "--publication", pub, "--feedback-interval", "100ms", "--log-format", "json"}, extra...)
+		"--slot", slot, "--publication", pub, "--feedback-interval", "100ms", "--log-format", "json",
+		"--spill-dir", filepath.Join(h.t.TempDir(), "spill")}, extra...)
 	p := &applierProcess{t: h.t, args: append([]string{bin}, args...), log: logf}
 	h.t.Cleanup(func() {
 		p.kill()
@@ -213,6 +214,7 @@ func faultLoop(t *testing.T, workload <-chan error, min int, fault func(i int)) 
 // restarted, at random moments; afterwards every table must match row for
 // row: nothing missing, nothing twice.
 func TestExactlyOnceUnderFire(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: the fault tests take a minute")
 	}

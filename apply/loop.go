@@ -109,20 +109,23 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	return nil
 }
 
-// track keeps the FlushTracker balanced with what the applier did.
+// track keeps the FlushTracker balanced with what the applier did. One
+// message can end several things at once (a group flushed ahead of a
+// transaction that is then skipped), so every flag counts.
 func (s *session) track(o Outcome) {
 	if o.Began {
 		s.tracker.BeginTxn()
 	}
-	switch {
-	case o.Applied:
+	if o.Applied {
 		for i := max(o.Count, 1); i > 0; i-- {
 			s.tracker.Applied(o.End)
 		}
 		s.progressed = true
-	case o.Skipped:
+	}
+	if o.Skipped {
 		s.tracker.SkippedTxn()
-	case o.Ended:
+	}
+	if o.Ended {
 		s.tracker.EndTxn()
 	}
 }

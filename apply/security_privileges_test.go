@@ -105,6 +105,7 @@ const (
 // grants only. Streamed and two-phase transactions replicate; each target
 // grant is shown to be needed.
 func TestLeastPrivileges(t *testing.T) {
+	t.Parallel()
 	doc := docBlocks(t)
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		hba := []string{"host all walapply_source,walapply_target 127.0.0.1/32 scram-sha-256"}

@@ -61,6 +61,7 @@ func newTimeline(t *testing.T, h *harness, c *testenv.Cluster) {
 // unless told (AllowTimelineChange), then follows it, the slot's changes
 // from either side of the switch included.
 func TestTimelineChangeRefused(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)

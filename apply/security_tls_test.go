@@ -23,6 +23,7 @@ func tlsOnlyHBA(user string) []string {
 // with a clear, permanent error that moves nothing; fixing the connection
 // string resumes.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := secHarness(t,
 			testenv.Options{Version: version, TLS: &testenv.TLSOptions{}, HBA: tlsOnlyHBA("walsrc")},
@@ -129,6 +130,7 @@ func TestTLS(t *testing.T) {
 // TestTLSRefusedByServer: sslmode=require against a server without TLS is
 // a configuration error, not something to retry.
 func TestTLSRefusedByServer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, 0, nil, nil)
 	h.source(`CREATE TABLE t (id int PRIMARY KEY)`, `CREATE PUBLICATION pub FOR TABLE t`)
 	cfg := h.secConfig("notls", "pub", nil)

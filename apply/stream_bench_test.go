@@ -117,7 +117,7 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 		b.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitSlotActive(b, src, "wal")
+	waitSlotActive(b, src, "wal", true)
 	stopSpill := make(chan struct{})
 	spillPeak := make(chan int64, 1)
 	go func() { spillPeak <- watchDirSize(spill, stopSpill) }()
@@ -164,7 +164,7 @@ func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, row
 	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
 	mustExec(b, tgt, "sub", `TRUNCATE big`, fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
 		WITH (streaming = on, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres")))
-	waitSlotActive(b, src, "sub")
+	waitSlotActive(b, src, "sub", true)
 	var r benchResult
 	r.load, r.apply = runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {
 		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('pg_' || oid, false) FROM pg_subscription WHERE subname = 'sub'", before)
@@ -178,6 +178,7 @@ func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, row
 	}
 	checkCount(b, tgt, "sub", rows)
 	mustExec(b, tgt, "sub", `ALTER SUBSCRIPTION sub DISABLE`, `ALTER SUBSCRIPTION sub SET (slot_name = NONE)`, `DROP SUBSCRIPTION sub`)
+	waitSlotActive(b, src, "sub", false) // the worker's walsender exits after a moment
 	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('sub')`, `TRUNCATE big`)
 	return r
 }
@@ -206,7 +207,9 @@ func buildWalapply(tb testing.TB) string {
 	return bin
 }
 
-func waitSlotActive(tb testing.TB, c *testenv.Cluster, slot string) {
+// waitSlotActive waits until the slot is (or, with active false, is no
+// longer) in use by a walsender.
+func waitSlotActive(tb testing.TB, c *testenv.Cluster, slot string, want bool) {
 	tb.Helper()
 	ctx := context.Background()
 	conn, err := c.Connect(ctx, "postgres")
@@ -220,11 +223,11 @@ func waitSlotActive(tb testing.TB, c *testenv.Cluster, slot string) {
 		if err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
 			tb.Fatal(err)
 		}
-		if active {
+		if active == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("slot %s not in use after a minute", slot)
+			tb.Fatalf("slot %s: active is not %t after a minute", slot, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

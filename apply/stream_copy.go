@@ -196,28 +196,19 @@ func (c *copyRun) encode(t *protocol.TupleData) {
 	c.rows++
 }
 
-// appendCopyText appends a value escaped for COPY's text format: backslash,
-// newline, carriage return and the tab delimiter are written as backslash
-// sequences.
+// copyEscapes maps the bytes COPY's text format escapes to the letter after
+// the backslash: backslash, newline, carriage return and the tab delimiter.
+var copyEscapes = [256]byte{'\\': '\\', '\n': 'n', '\r': 'r', '\t': 't'}
+
+// appendCopyText appends a value escaped for COPY's text format.
 func appendCopyText(dst, v []byte) []byte {
 	start := 0
 	for i, ch := range v {
-		var esc byte
-		switch ch {
-		case '\\':
-			esc = '\\'
-		case '\n':
-			esc = 'n'
-		case '\r':
-			esc = 'r'
-		case '\t':
-			esc = 't'
-		default:
-			continue
+		if esc := copyEscapes[ch]; esc != 0 {
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', esc)
+			start = i + 1
 		}
-		dst = append(dst, v[start:i]...)
-		dst = append(dst, '\\', esc)
-		start = i + 1
 	}
 	return append(dst, v[start:]...)
 }

@@ -21,6 +21,7 @@ import (
 // everything once. A spill file damaged on disk stops the run with an error
 // naming it, and nothing of its transaction is applied.
 func TestStreamedSpillFaults(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, streamSettings(version), nil)
 		h.both(`CREATE TABLE f (id int PRIMARY KEY, v text)`)

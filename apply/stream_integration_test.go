@@ -12,6 +12,7 @@ import (
 // TestStreamedBinary replays streamed values of many types with --binary:
 // long runs of inserts go through COPY's binary format.
 func TestStreamedBinary(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, streamSettings(version), nil)
 		h.both(`CREATE TABLE il (id int PRIMARY KEY, v text)`,
@@ -36,6 +37,7 @@ func TestStreamedBinary(t *testing.T) {
 // ROLLBACK TO and RELEASE, aborts, and a target with extra columns. With
 // --streaming parallel on 16+ as well.
 func TestStreamedTransactions(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		modes := []string{"on"}
 		if version >= 16 {

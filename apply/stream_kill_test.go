@@ -21,6 +21,7 @@ import (
 // stream block of its own, which takes the source far longer than this
 // test needs.
 func TestStreamedKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: streams 200k rows and kills the applier")
 	}

@@ -27,6 +27,7 @@ var topoBidirSchema = []string{
 // different rows converge; after a quiet period nothing has moved and every
 // slot has confirmed its source's current WAL position.
 func TestTopologyBidirectional(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		topoSkipBefore16(t, version)
 		cs := topoClusters(t, version, 2)
@@ -148,6 +149,7 @@ func TestTopologyBidirectional(t *testing.T) {
 // written on A comes back to A through B. It shows that the rows the test
 // above checks would reveal a loop if origin = none did not break it.
 func TestTopologyBidirectionalLoopControl(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		cs := topoClusters(t, version, 2)
 		a, b := cs[0], cs[1]

@@ -17,6 +17,7 @@ import (
 // transaction of A's is streamed by B (in-progress streaming, its Origin in
 // the first stream block) and filtered or forwarded the same way.
 func TestTopologyCascade(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		for _, second := range []string{"any", "none"} {
 			t.Run("second hop origin="+second, func(t *testing.T) {

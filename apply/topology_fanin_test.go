@@ -20,6 +20,7 @@ import (
 // exactly the union of what the sources hold, and each applier's progress
 // is in its own origin.
 func TestTopologyFanIn(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		cs := topoClusters(t, version, 3)
 		s1, s2, tgt := cs[0], cs[1], cs[2]
@@ -137,6 +138,7 @@ func TestTopologyFanIn(t *testing.T) {
 // one committed and one rolled back on its source, each with its own
 // outcome on the target.
 func TestTopologyFanInPreparedSameGID(t *testing.T) {
+	t.Parallel()
 	probe := apply.Config{Source: "host=127.0.0.1 port=1 dbname=postgres", Target: "host=127.0.0.1 port=1 dbname=postgres",
 		Slot: "probe", Publications: []string{"p"}, TwoPhase: true}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 // slot, even with --create-slot). Through the Go API and the command line
 // (the flag's environment variable, WALAPPLY_ORIGIN).
 func TestTopologyOriginNoneOldSource(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		if version >= topoOriginVersion {
 			t.Skipf("PostgreSQL %d supports origin = none; the topology tests use it there", version)

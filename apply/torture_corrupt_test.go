@@ -100,6 +100,7 @@ var corruptCases = []corruptCase{
 // the middle of a message is a transient error instead: the applier
 // reconnects by itself.
 func TestCorruptedStream(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		// Only logical_decoding_work_mem: the small transactions must not
 		// stream (debug_logical_replication_streaming would stream all).

@@ -59,31 +59,38 @@ func (f *tortureFaults) next() string {
 	return k
 }
 
-// loop injects faults, with random pauses, until the workload has ended
-// and at least min faults were injected. It fails the test if the applier
-// stops by itself.
-func (f *tortureFaults) loop(workload <-chan error, min int) int {
+// loop injects faults, with random pauses, until the workload has ended,
+// at least min faults were injected, and the applier has applied what the
+// workload wrote (drained, asked only after the workload ended) or limit
+// has passed since: the applier works under fire all along, also while it
+// catches up. It fails the test if the applier stops by itself. It returns
+// the number of faults, and how many came after the workload ended.
+func (f *tortureFaults) loop(workload <-chan error, min int, drained func() bool, limit time.Duration) (n, after int) {
 	f.t.Helper()
-	n := 0
-	ended := false
-	for !ended || n < min {
-		if !ended {
+	var endedAt time.Time
+	for {
+		if endedAt.IsZero() {
 			select {
 			case err := <-workload:
 				if err != nil {
 					f.t.Fatal(err)
 				}
-				ended = true
+				endedAt = time.Now()
 				continue
 			case <-time.After(time.Duration(300+f.rng.IntN(1500)) * time.Millisecond):
 			}
+		} else {
+			if n >= min && (drained() || time.Since(endedAt) > limit) {
+				return n, after
+			}
+			time.Sleep(time.Duration(300+f.rng.IntN(1500)) * time.Millisecond)
+			after++
 		}
 		f.checkAlive()
 		f.inject(f.next())
 		n++
 		f.checkAlive()
 	}
-	return n
 }
 
 func (f *tortureFaults) checkAlive() {

@@ -26,7 +26,10 @@ type tortureConfig struct {
 	clients   int
 	tables    int
 	minFaults int
-	catchUp   time.Duration // bound on the wait for the applier at the end
+	// underFire bounds how long faults go on after the workload, while
+	// the applier catches up; catchUp bounds the wait for it after them.
+	underFire time.Duration
+	catchUp   time.Duration
 }
 
 // tortureSettings picks the short run (the default, part of `make test`)
@@ -36,7 +39,8 @@ func tortureSettings(t *testing.T) tortureConfig {
 	t.Helper()
 	switch mode := os.Getenv("WALAPPLY_TORTURE"); mode {
 	case "", "short":
-		return tortureConfig{name: "short", duration: 30 * time.Second, clients: 3, tables: 6, minFaults: len(faultKinds), catchUp: 3 * time.Minute}
+		return tortureConfig{name: "short", duration: 30 * time.Second, clients: 3, tables: 6, minFaults: len(faultKinds),
+			underFire: 45 * time.Second, catchUp: 3 * time.Minute}
 	case "long":
 		d := 10 * time.Minute
 		if s := os.Getenv("WALAPPLY_TORTURE_DURATION"); s != "" {
@@ -45,7 +49,8 @@ func tortureSettings(t *testing.T) tortureConfig {
 				t.Fatalf("WALAPPLY_TORTURE_DURATION=%q: %v", s, err)
 			}
 		}
-		return tortureConfig{name: "long", duration: d, clients: 4, tables: 12, minFaults: 50, catchUp: 10 * time.Minute}
+		return tortureConfig{name: "long", duration: d, clients: 4, tables: 12, minFaults: 50,
+			underFire: 10 * time.Minute, catchUp: 10 * time.Minute}
 	default:
 		t.Fatalf("WALAPPLY_TORTURE=%q: want short or long", mode)
 		return tortureConfig{}
@@ -85,6 +90,7 @@ func tortureSeed(t *testing.T) uint64 {
 // tortureSettings). Both print their fault counts and the comparison
 // (go test -v).
 func TestTorture(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: the torture test runs for a minute or more per PostgreSQL version")
 	}
@@ -118,7 +124,14 @@ func TestTorture(t *testing.T) {
 		go func() { workload <- w.run(ctx, cfg.clients, seed) }()
 		f := &tortureFaults{t: t, h: h, p: p, src: src, tgt: tgt, rng: rand.New(rand.NewPCG(seed, 1)),
 			stall: senderTimeout + 500*time.Millisecond, counts: map[string]int{}}
-		faults := f.loop(workload, cfg.minFaults)
+		var drainTo string // the source's position when the workload ended
+		drained := func() bool {
+			if drainTo == "" {
+				drainTo = h.scalar(true, "SELECT pg_current_wal_lsn()::text")
+			}
+			return h.scalar(true, "SELECT (confirmed_flush_lsn >= $1::pg_lsn)::text FROM pg_replication_slots WHERE slot_name = 'torture'", drainTo) == "true"
+		}
+		faults, faultsAfter := f.loop(workload, cfg.minFaults, drained, cfg.underFire)
 
 		// The outcome of every source transaction is known now.
 		if left := h.rows(h.pair.Source, "SELECT gid FROM pg_prepared_xacts"); len(left) != 0 {
@@ -146,12 +159,13 @@ func TestTorture(t *testing.T) {
 			t.Errorf("%d faults, want at least %d", faults, cfg.minFaults)
 		}
 		srcLog, _ := h.pair.Source.Log()
-		t.Logf("PostgreSQL %d, torture %s (%s of workload, %d clients, %d tables): %s", version, cfg.name, cfg.duration, cfg.clients, cfg.tables, f.summary())
+		t.Logf("PostgreSQL %d, torture %s (%s of workload, %d clients, %d tables): %s; %d of them after the workload ended, while the applier caught up",
+			version, cfg.name, cfg.duration, cfg.clients, cfg.tables, f.summary(), faultsAfter)
 		t.Logf("source: %d walsender timeouts (wal_sender_timeout %s); proxies: source %+v, target %+v",
 			strings.Count(srcLog, "terminating walsender process due to replication timeout"), senderTimeout, src.Stats(), tgt.Stats())
 		t.Logf("workload: %s", w.summary())
 		t.Logf("applier: %d processes, %d sessions, %d transient errors retried, %d spill writes failed with EFBIG, %d streamed transactions replayed at their commit, "+
-			"%d restarts that removed a killed run's spill files, %d PREPAREs repaired, %d error lines; caught up %s after the workload",
+			"%d restarts that removed a killed run's spill files, %d PREPAREs repaired, %d error lines; caught up %s after the last fault",
 			p.runs, p.log.count("replicating"), p.log.count("transient error; reconnecting"), p.log.count("file too large"),
 			p.log.count("replayed a streamed transaction"), p.log.count("removed spill files"), p.log.count("moved the origin back"),
 			p.log.count(`"level":"error"`), catchUp.Round(100*time.Millisecond))

@@ -15,6 +15,7 @@ import (
 // outcome finishes it, the rows are exactly the source's, and nothing
 // stays prepared.
 func TestTwoPhaseCrashes(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
 		setup := func(t *testing.T) *harness {

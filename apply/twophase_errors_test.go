@@ -18,6 +18,7 @@ import (
 // the origin up advances it; once the target is fixed, a restart applies
 // the transaction.
 func TestTwoPhasePrepareFails(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, map[string]string{"max_prepared_transactions": "1"})
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)

@@ -19,6 +19,7 @@ import (
 // transactions. The target holds each transaction prepared, invisible,
 // until its outcome, and nothing stays prepared after it.
 func TestTwoPhaseApply(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY, v text)`)
@@ -121,6 +122,7 @@ func (h *harness) expectPreparedNow(gids ...string) {
 // non-ASCII, SQL. The applier creates the slot (--create-slot --two-phase),
 // with two-phase decoding.
 func TestTwoPhaseSourceGIDs(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY, gid text)`)
@@ -162,6 +164,7 @@ func TestTwoPhaseSourceGIDs(t *testing.T) {
 // appliers replicate them into one target; the default GIDs keep them
 // apart, and each outcome finishes its own.
 func TestTwoPhaseTwoSources(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		other := testenv.NewCluster(t, testenv.Options{Version: version})
@@ -198,6 +201,7 @@ func TestTwoPhaseTwoSources(t *testing.T) {
 // TestTwoPhaseNeedsPreparedTransactions: a target that cannot prepare
 // transactions stops the applier at start with an error naming the setting.
 func TestTwoPhaseNeedsPreparedTransactions(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, map[string]string{"max_prepared_transactions": "0"})
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
@@ -219,6 +223,7 @@ func TestTwoPhaseNeedsPreparedTransactions(t *testing.T) {
 // never saw it, and must not fail. Transactions prepared afterwards are
 // replicated at PREPARE.
 func TestTwoPhaseEnableOnExistingSlot(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
@@ -272,6 +277,7 @@ func TestTwoPhaseEnableOnExistingSlot(t *testing.T) {
 // that the source does not have is reported once the stream has caught up,
 // and left prepared.
 func TestTwoPhaseLeftover(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)

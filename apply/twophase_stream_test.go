@@ -12,6 +12,7 @@ import (
 // progress, spilled, and replayed and prepared at Stream Prepare; then
 // committed or rolled back, also across a restart of the applier.
 func TestTwoPhaseStreamed(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, streamSettings(version), nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY, pad text)`)

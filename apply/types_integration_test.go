@@ -63,6 +63,7 @@ func typeMatrix() []typeCase {
 // TestTypeMatrix round-trips values of many types, in text and binary mode,
 // and compares source and target.
 func TestTypeMatrix(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		for _, binary := range []bool{false, true} {
 			name := "text"

@@ -15,6 +15,7 @@ import (
 // The Go API as a user's test uses it: up to the comparison, this is the
 // README's "In your tests" example with a DELETE added.
 func TestStartWaitCaughtUp(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
 		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
@@ -46,6 +47,7 @@ func TestStartWaitCaughtUp(t *testing.T) {
 // WaitCaughtUp stops waiting when the applier stops, and says why it waited
 // when its context ends; Start returns the first connection's error.
 func TestWaitCaughtUpFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 0, nil, nil)
 	h.both("CREATE TABLE t (id int PRIMARY KEY)")
@@ -103,6 +105,7 @@ func TestWaitCaughtUpFailures(t *testing.T) {
 
 // The observer sees a session connect, progress and end, in that order.
 func TestObserverSequence(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 0, nil, nil)
 	h.both("CREATE TABLE t (id int PRIMARY KEY, v text)")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -27,6 +28,9 @@ type command struct {
 }
 
 var commands = map[string]command{}
+
+// defaultMemoryLimit is the soft memory limit of the Go runtime (see main).
+const defaultMemoryLimit = 40 << 20
 
 func register(name string, c command) { commands[name] = c }
 
@@ -53,6 +57,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "walapply: unknown command %q\n\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	// Memory: walapply's working set is bounded by design (batches, groups
+	// and spill buffers have fixed bounds); a soft limit keeps the garbage
+	// collector from letting the heap double past it. GOMEMLIMIT overrides.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	// SIGINT/SIGTERM cancel the context: every command stops at a clean point.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

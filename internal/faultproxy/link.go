@@ -97,10 +97,13 @@ func (l *link) end(reset bool) bool {
 func (l *link) reset() bool { return l.end(true) }
 
 // halfClose sends a FIN in direction dir; what still comes for it is
-// discarded by its gatedWriter.
+// discarded by its gatedWriter. A link still connecting to the server only
+// has the direction marked: nothing will be forwarded in it.
 func (l *link) halfClose(dir Direction) {
 	l.half[dir].Store(true)
-	_ = l.dst(dir).CloseWrite()
+	if c := l.dst(dir); c != nil {
+		_ = c.CloseWrite()
+	}
 }
 
 func (l *link) dst(dir Direction) *net.TCPConn {
