@@ -36,6 +36,14 @@ build:
 
 test: lint fuzz-short
 	$(GO) test -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(MAKE) test-contrib
+
+# The testcontainers adapter is a module of its own (the main module does not
+# depend on Docker libraries): compile and vet it, run its tests (they skip
+# with a reason where no Docker engine runs).
+.PHONY: test-contrib
+test-contrib:
+	cd contrib/testcontainers && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -timeout $(TEST_TIMEOUT) ./...
 
 test-all:
 	$(MAKE) test WALAPPLY_TEST_PG=all

@@ -82,6 +82,7 @@ type applierStatus struct {
 	// applier has an "apply" and a "control" session.
 	Sessions []sessionStatus  `json:"target_sessions"`
 	Prepared []preparedStatus `json:"prepared_transactions"`
+	Copy     *copyStatus      `json:"initial_copy,omitempty"` // nil: no initial copy was made
 	Source   *sourceStatus    `json:"source,omitempty"`
 }
 
@@ -306,6 +307,35 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 			a.Prepared = append(a.Prepared, p)
 		}
 	}
+	return readCopyState(ctx, conn, a)
+}
+
+// copyStatus is how far an applier's initial copy (walapply run --copy) got.
+type copyStatus struct {
+	Complete   bool       `json:"complete"`
+	TablesDone int        `json:"tables_done"`
+	Tables     int        `json:"tables"`
+	Rows       int64      `json:"rows"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// readCopyState reads the applier's initial copy, if it made one.
+func readCopyState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
+	c := &copyStatus{}
+	err := conn.QueryRow(ctx, `SELECT c.started_at, c.finished_at,
+			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint
+		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier
+		WHERE c.applier = $1 GROUP BY c.started_at, c.finished_at`, a.Name).
+		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the initial copy's state on the target: %w", err)
+	}
+	c.Complete = c.FinishedAt != nil
+	a.Copy = c
 	return nil
 }
 

@@ -44,6 +44,14 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 			line("running", "yes: %s", strings.Join(parts, ", "))
 		}
 		writeSourceText(line, a.Source)
+		switch c := a.Copy; {
+		case c == nil:
+			line("initial copy", "none made (the target was filled otherwise)")
+		case c.Complete:
+			line("initial copy", "complete: %d tables, %d rows, finished %s", c.Tables, c.Rows, c.FinishedAt.UTC().Format(time.DateTime))
+		default:
+			line("initial copy", "INCOMPLETE: %d of %d tables done (%d rows); run walapply run --copy again to finish it", c.TablesDone, c.Tables, c.Rows)
+		}
 		if len(a.Prepared) == 0 {
 			line("prepared", "none pending on the target")
 		} else {
