@@ -51,6 +51,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -122,8 +123,11 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 			ErrNotSupported, v/10000, v%10000)}
 	}
 	maxTarget, err := twophase.CheckTarget(ctx, s.control)
-	if err != nil {
+	if errors.Is(err, twophase.ErrNoPreparedTransactions) {
 		return &PermanentError{err}
+	}
+	if err != nil {
+		return err // the query failed (a lost connection is retried)
 	}
 	if maxSource, err := sourceSetting(ctx, s.source, "max_prepared_transactions"); err != nil {
 		log.Debug().Err(err).Msg("reading max_prepared_transactions on the source")

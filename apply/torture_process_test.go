@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,8 +30,15 @@ type tortureApplier struct {
 	runs int // processes started
 }
 
-func newTortureApplier(t *testing.T, logPath string, args ...string) *tortureApplier {
+// newTortureApplier prepares the process; its log is kept (and its path
+// printed) if the test fails.
+func newTortureApplier(t *testing.T, args ...string) *tortureApplier {
 	t.Helper()
+	dir, err := os.MkdirTemp("", "walapply-torture-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "walapply.log")
 	l, err := newLineLog(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +48,10 @@ func newTortureApplier(t *testing.T, logPath string, args ...string) *tortureApp
 		p.kill()
 		l.close()
 		if t.Failed() {
-			t.Logf("walapply log (last lines; all of it in %s):\n%s", logPath, l.tail())
+			t.Logf("walapply log (last lines; all of it kept in %s):\n%s", logPath, l.tail())
+			return
 		}
+		os.RemoveAll(dir)
 	})
 	return p
 }
@@ -158,6 +168,7 @@ var watched = []string{
 	"the connection was lost after PREPARE TRANSACTION took effect",
 	"replayed a streamed transaction", // a streamed transaction committed
 	"no longer prepared there",        // a prepared transaction vanished from the target
+	`"message":"conflict"`,            // a row missing or in the way on the target
 }
 
 func newLineLog(path string) (*lineLog, error) {

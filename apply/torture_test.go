@@ -113,10 +113,10 @@ func TestTorture(t *testing.T) {
 
 		src, tgt := startProxy(t, h.pair.Source), startProxy(t, h.pair.Target)
 		spill := filepath.Join(t.TempDir(), "spill")
-		p := newTortureApplier(t, filepath.Join(t.TempDir(), "walapply.log"), "run",
+		p := newTortureApplier(t, "run",
 			"--source", proxiedConnString(src), "--target", proxiedConnString(tgt),
 			"--slot", "torture", "--publication", "torture", "--streaming", "on", "--two-phase",
-			"--spill-dir", spill, "--feedback-interval", "200ms", "--log-format", "json")
+			"--spill-dir", spill, "--feedback-interval", "200ms", "--log-format", "json", "--log-level", tortureLogLevel())
 		p.start()
 
 		w := &tortureWorkload{src: h.pair.Source, tables: tables, end: time.Now().Add(cfg.duration)}
@@ -171,7 +171,12 @@ func TestTorture(t *testing.T) {
 			p.log.count(`"level":"error"`), catchUp.Round(100*time.Millisecond))
 		// An outcome that found its prepared transaction gone, or a
 		// prepared transaction that nothing will finish, means one was lost.
-		for _, bad := range []string{"no longer prepared there", "leftover prepared"} {
+		// A conflict too: every client changes only its own rows, and only
+		// the applier writes to the target, so an UPDATE or DELETE that
+		// finds no row there (or an INSERT that finds one) means that a
+		// change was lost or applied twice, even where the end state
+		// cannot show it (a lost INSERT of a row deleted later).
+		for _, bad := range []string{"no longer prepared there", "leftover prepared", `"message":"conflict"`} {
 			if n := p.log.count(bad); n != 0 {
 				t.Errorf("the applier logged %d lines with %q", n, bad)
 			}
@@ -179,6 +184,14 @@ func TestTorture(t *testing.T) {
 		t.Logf("comparison: %d tables, %d rows on the source: %d missing on the target, %d extra (twice or never on the source); %d prepared transactions left on the target; %d spill files left",
 			len(tables), total, missing, extra, len(prepared), len(leftSpill))
 	})
+}
+
+// tortureLogLevel is the applier's log level: WALAPPLY_TORTURE_LOG, or info.
+func tortureLogLevel() string {
+	if l := os.Getenv("WALAPPLY_TORTURE_LOG"); l != "" {
+		return l
+	}
+	return "info"
 }
 
 // startProxy starts a faultproxy in front of a cluster.

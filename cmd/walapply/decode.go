@@ -117,6 +117,16 @@ func openDecode(ctx context.Context, f decodeFlags, start protocol.LSN, stderr i
 		return nil, err
 	}
 	st, found, err := rc.Slot(ctx, f.slot)
+	// A client that has just disconnected may still hold the slot for a
+	// moment (its walsender is exiting): give it a few seconds.
+	for wait := 0; err == nil && found && st.Active && wait < 50; wait++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		st, found, err = rc.Slot(ctx, f.slot)
+	}
 	if err != nil {
 		return nil, err
 	}
