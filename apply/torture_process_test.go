@@ -4,7 +4,9 @@ package apply_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +156,8 @@ type lineLog struct {
 	partial []byte
 	watch   map[string]int
 	last    []string
+	// conflictXids counts the conflict lines per source xid.
+	conflictXids map[uint32]int
 }
 
 // watched are the log fragments the torture test counts.
@@ -176,7 +180,7 @@ func newLineLog(path string) (*lineLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lineLog{f: f, watch: map[string]int{}}, nil
+	return &lineLog{f: f, watch: map[string]int{}, conflictXids: map[uint32]int{}}, nil
 }
 
 func (l *lineLog) Write(b []byte) (int, error) {
@@ -198,6 +202,11 @@ func (l *lineLog) Write(b []byte) (int, error) {
 				l.watch[w]++
 			}
 		}
+		if strings.Contains(line, `"message":"conflict"`) {
+			var c struct{ Xid uint32 }
+			_ = json.Unmarshal([]byte(line), &c)
+			l.conflictXids[c.Xid]++
+		}
 		if l.last = append(l.last, line); len(l.last) > 60 {
 			l.last = l.last[1:]
 		}
@@ -210,6 +219,13 @@ func (l *lineLog) count(fragment string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.watch[fragment]
+}
+
+// conflicts returns the conflict lines per source xid so far.
+func (l *lineLog) conflicts() map[uint32]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.conflictXids)
 }
 
 func (l *lineLog) tail() string {
