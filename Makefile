@@ -27,6 +27,7 @@ help:
 	@echo "make pg        fetch the PostgreSQL 16-18 binaries into the cache"
 	@echo "make fuzz      run each fuzz target for FUZZTIME ($(FUZZTIME))"
 	@echo "make demo      run the replication demo"
+	@echo "make torture   the long fault-injection run (WALAPPLY_TORTURE_DURATION, default 10m)"
 	@echo "make bench     the side-by-side benchmark against the built-in subscriber (long)"
 	@echo "make bench-smoke  a 1% version of it"
 
@@ -64,6 +65,13 @@ FUZZTIME_SHORT ?= 1000x
 .PHONY: fuzz-short
 fuzz-short:
 	FUZZTIME='$(FUZZTIME_SHORT)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)
+
+# The long torture run (issue 8): minutes of mixed ordinary, streamed and
+# prepared transactions under random faults; WALAPPLY_TORTURE_DURATION sets
+# its length (default 10m). `make test` runs the short version.
+.PHONY: torture
+torture:
+	WALAPPLY_TORTURE=long $(GO) test ./apply -run '^TestTorture$$' -count=1 -timeout 90m -v
 
 fuzz:
 	FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)
