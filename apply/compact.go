@@ -521,26 +521,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			for _, i := range set {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			if conflict != "" {
-				oids = append(oids, 25)
-			}
-			all := make([]uint32, 0, len(rs)*len(oids)+len(recordOIDs))
-			for range rs {
-				all = append(all, oids...)
-			}
-			if conflict != "" {
-				ck := "_v.column" + strconv.Itoa(width)
-				b.WriteString(" RETURNING " + ck + ") ")
-				if fail {
-					raiseInstead(&b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
-					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
-				} else {
-					recordInsert(&b, conflict, "skipped", len(all)+1, ck)
-					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
-				}
-				all = append(all, recordOIDs...)
-			}
-			return b.String(), all
+			return finishMissing(&b, conflict, fail, width, len(rs), oids)
 		})
 		if err != nil {
 			return err
@@ -598,26 +579,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			for _, i := range e.key {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			if conflict != "" {
-				oids = append(oids, 25)
-			}
-			all := make([]uint32, 0, len(rs)*len(oids)+len(recordOIDs))
-			for range rs {
-				all = append(all, oids...)
-			}
-			if conflict != "" {
-				ck := "_v.column" + strconv.Itoa(width)
-				b.WriteString(" RETURNING " + ck + ") ")
-				if fail {
-					raiseInstead(&b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
-					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
-				} else {
-					recordInsert(&b, conflict, "skipped", len(all)+1, ck)
-					b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
-				}
-				all = append(all, recordOIDs...)
-			}
-			return b.String(), all
+			return finishMissing(&b, conflict, fail, width, len(rs), oids)
 		})
 		if err != nil {
 			return err
@@ -645,6 +607,34 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
+}
+
+// finishMissing ends a multi-row UPDATE or DELETE: the parameter types of
+// its rows (oids, one row's worth) and, when the statement handles
+// update_missing or delete_missing itself, the outer statement that records
+// (or, with fail, raises) the rows the change did not find; width is the
+// VALUES list's width, its last column the row's key as text.
+func finishMissing(b *strings.Builder, conflict string, fail bool, width, rows int, oids []uint32) (string, []uint32) {
+	if conflict != "" {
+		oids = append(oids, 25) // the key as text
+	}
+	all := make([]uint32, 0, rows*len(oids)+len(recordOIDs))
+	for i := 0; i < rows; i++ {
+		all = append(all, oids...)
+	}
+	if conflict == "" {
+		return b.String(), all
+	}
+	ck := "_v.column" + strconv.Itoa(width)
+	b.WriteString(" RETURNING " + ck + ") ")
+	if fail {
+		raiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
+		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
+	} else {
+		recordInsert(b, conflict, "skipped", len(all)+1, ck)
+		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
+	}
+	return b.String(), append(all, recordOIDs...)
 }
 
 // addKeyText adds a row's key rendered as text, the key of its conflict
