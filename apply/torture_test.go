@@ -40,7 +40,7 @@ func tortureSettings(t *testing.T) tortureConfig {
 	switch mode := os.Getenv("WALAPPLY_TORTURE"); mode {
 	case "", "short":
 		return tortureConfig{name: "short", duration: 30 * time.Second, clients: 3, tables: 6, minFaults: len(faultKinds),
-			underFire: 45 * time.Second, catchUp: 3 * time.Minute}
+			underFire: 20 * time.Second, catchUp: 3 * time.Minute}
 	case "long":
 		d := 10 * time.Minute
 		if s := os.Getenv("WALAPPLY_TORTURE_DURATION"); s != "" {
