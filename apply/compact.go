@@ -539,16 +539,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 				a.addKeyText(e, r)
 			}
 		}
-		a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
-		if conflict != "" {
-			a.appendRecordParams(e, nil)
-		}
-		a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-		q := &a.sess.queued[len(a.sess.queued)-1]
-		q.rows = len(rs)
-		if !fail {
-			q.conflict = conflict
-		}
+		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
 	})
@@ -594,16 +585,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 				a.addKeyText(e, r)
 			}
 		}
-		a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
-		if conflict != "" {
-			a.appendRecordParams(e, nil)
-		}
-		a.sess.queueStmt(opDelete, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-		q := &a.sess.queued[len(a.sess.queued)-1]
-		q.rows = len(rs)
-		if !fail {
-			q.conflict = conflict
-		}
+		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
@@ -635,6 +617,22 @@ func finishMissing(b *strings.Builder, conflict string, fail bool, width, rows i
 		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
 	}
 	return b.String(), append(all, recordOIDs...)
+}
+
+// queueMulti queues a multi-row UPDATE or DELETE whose row parameters are
+// in place: it adds the rows' keys for messages and, when the statement
+// records its own conflicts, the record parameters.
+func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, keyStart int, conflict string, fail bool) {
+	a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
+	if conflict != "" {
+		a.appendRecordParams(e, nil)
+	}
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	q := &a.sess.queued[len(a.sess.queued)-1]
+	q.rows = len(rs)
+	if !fail {
+		q.conflict = conflict
+	}
 }
 
 // addKeyText adds a row's key rendered as text, the key of its conflict
