@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
@@ -66,6 +67,8 @@ type Applier struct {
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
 	group          txnGroup
+	groupMaxWait   time.Duration
+	now            time.Time // the run loop's clock for the message at hand (SetClock)
 
 	// conflict handling (conflict.go)
 	name      string

@@ -16,7 +16,8 @@ import (
 // with the group's commit, to the end of the last transaction in it.
 //
 // A group ends when it holds maxGroupTxns transactions or maxBatchBytes of
-// statements, when it has been open for Config.GroupMaxWait, when the next
+// statements, with the first source transaction to end after it has been
+// open for Config.GroupMaxWait, when the next
 // message is not immediately available (so that a quiet source never waits),
 // or before anything that needs a target transaction of its own (a prepared
 // or streamed transaction).
@@ -54,26 +55,55 @@ func (e Event) needsOwnTransaction() bool {
 // (Once the next transaction has begun, the group waits for its commit.)
 func (a *Applier) GroupOpen() bool { return a.group.count > 0 && !a.machine.InTransaction() }
 
-// Pending reports whether work waits to be committed or confirmed: an
-// open group, or a batch in flight between source transactions.
+// Pending reports whether work waits to be committed or confirmed: a
+// group (open, or continued by the source transaction in progress), or a
+// batch in flight. The run loop then waits for the next message only
+// briefly; inside a source transaction that wait may end with nothing to
+// do (FlushGroup is then a no-op), which is cheaper than switching the
+// stream's deadline at every BEGIN and COMMIT.
 func (a *Applier) Pending() bool {
-	return !a.machine.InTransaction() && (a.group.count > 0 || a.sess.busy())
+	return a.group.count > 0 || a.sess.busy()
 }
 
-// GroupOpenedAt is when the open group started.
-func (a *Applier) GroupOpenedAt() time.Time { return a.group.opened }
+// SetClock gives the applier the time the run loop read for the message
+// it is about to handle: the group's age is measured with it, so that the
+// hot path reads the clock once per message, not several times.
+func (a *Applier) SetClock(now time.Time) { a.now = now }
+
+// clock is the loop's time for this message, or the time now for callers
+// that do not set one.
+func (a *Applier) clock() time.Time {
+	if a.now.IsZero() {
+		return time.Now()
+	}
+	return a.now
+}
 
 // FlushGroup commits the open group, if GroupOpen, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
-// when the stream is idle, so that progress is confirmed promptly.
+// before it stops.
 func (a *Applier) FlushGroup(ctx context.Context) error {
-	if a.GroupOpen() {
-		if err := a.flushGroup(ctx); err != nil {
-			return err
-		}
+	if err := a.Idle(ctx); err != nil {
+		return err
 	}
+	return a.Idle(ctx)
+}
+
+// Idle takes one step towards having nothing pending, for a run loop whose
+// stream has nothing at hand: it commits the open group without waiting
+// for the target, or, with no group open, waits for the batch in flight
+// and records the commit it carried. The commit is sent without waiting
+// because the stream is often only briefly quiet (a walsender catching up
+// after the loop was busy): the target then executes the group while the
+// loop receives the next messages. If the stream stays quiet, the next
+// Idle confirms the group, a millisecond later. Inside a source
+// transaction it does nothing.
+func (a *Applier) Idle(ctx context.Context) error {
 	if a.machine.InTransaction() {
 		return nil
+	}
+	if a.group.count > 0 {
+		return a.flushGroup(ctx)
 	}
 	return a.Settle(ctx)
 }
@@ -87,14 +117,29 @@ func (a *Applier) flushGroup(ctx context.Context) error {
 	return a.commit(ctx, a.group.end, a.group.at)
 }
 
+// groupEnds reports whether the source transaction ending at now commits
+// the target transaction instead of joining the group.
+func (a *Applier) groupEnds(now time.Time) bool {
+	switch {
+	case !a.grouping, a.txn.finalLSN <= a.noGroupThrough:
+		return true
+	case a.group.count+1 >= maxGroupTxns, a.sess.full():
+		return true
+	case a.group.count > 0 && a.groupMaxWait > 0 && now.Sub(a.group.opened) >= a.groupMaxWait:
+		return true // open long enough: a backlog that keeps coming also commits
+	}
+	return false
+}
+
 // endGrouped ends a source transaction: it joins the group, or commits the
 // target transaction when grouping is off or the group is full.
 func (a *Applier) endGrouped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
-	if !a.grouping || a.txn.finalLSN <= a.noGroupThrough || a.group.count+1 >= maxGroupTxns || a.sess.full() {
+	now := a.clock()
+	if a.groupEnds(now) {
 		return a.commit(ctx, end, at)
 	}
 	if a.group.count == 0 {
-		a.group.firstLSN, a.group.opened = a.txn.finalLSN, time.Now()
+		a.group.firstLSN, a.group.opened = a.txn.finalLSN, now
 	}
 	a.group.count++
 	a.group.end, a.group.at = end, at

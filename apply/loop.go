@@ -34,7 +34,8 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			return nil
 		}
-		if now := time.Now(); !now.Before(nextFeedback) {
+		now := time.Now()
+		if !now.Before(nextFeedback) {
 			if err := s.feedback(applyCtx, false); err != nil {
 				return err
 			}
@@ -44,28 +45,16 @@ func (s *session) loop(ctx context.Context) error {
 				lastProgress = now
 			}
 		}
-		deadline := nextFeedback
-		if s.applier.Pending() {
-			// Close the group as soon as the stream has nothing more at hand.
-			opened := s.applier.GroupOpenedAt()
-			if !s.applier.GroupOpen() {
-				opened = time.Now()
-			}
-			for _, d := range []time.Time{time.Now().Add(time.Millisecond), opened.Add(cfg.GroupMaxWait)} {
-				if d.Before(deadline) {
-					deadline = d
-				}
-			}
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		err := s.keeper.use(func(rs *protocol.ReplStream) error { return rs.Receive(rctx, &ev) })
-		cancel()
+		s.applier.SetClock(now)
+		err := s.keeper.use(func(rs *protocol.ReplStream) error {
+			return rs.ReceiveBefore(ctx, s.receiveDeadline(now, nextFeedback), &ev)
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // flushes the group, then stops
 			}
 			if protocol.IsTimeout(err) {
-				if err := s.flushGroup(applyCtx); err != nil {
+				if err := s.idle(applyCtx); err != nil {
 					return err
 				}
 				continue
@@ -87,6 +76,24 @@ func (s *session) loop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// receiveDeadline is when the loop stops waiting for the next message: at
+// the next feedback, and while work is pending (Pending) as soon as the
+// stream has nothing more at hand, after a millisecond; the group then
+// commits (or, inside a source transaction, nothing happens). A group that
+// keeps receiving ends by age instead (endGrouped). The deadline is rounded
+// up to the next whole millisecond so that it changes about once a
+// millisecond rather than with every message (ReceiveBefore touches the
+// socket only when it changes), and it is never in the past: a deadline
+// that has passed would time out every receive that needs the socket, and
+// the loop would spin without reading.
+func (s *session) receiveDeadline(now, nextFeedback time.Time) time.Time {
+	deadline := nextFeedback
+	if d := now.Add(time.Millisecond); s.applier.Pending() && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline.Truncate(time.Millisecond).Add(time.Millisecond)
 }
 
 // handle decodes and applies one XLogData message.
@@ -133,8 +140,18 @@ func (s *session) track(o Outcome) {
 // flushGroup commits the applier's open group, if any, and settles the
 // batch in flight.
 func (s *session) flushGroup(ctx context.Context) error {
+	return s.settle(ctx, s.applier.FlushGroup)
+}
+
+// idle is flushGroup's first step, for a stream that is quiet for now
+// (Applier.Idle).
+func (s *session) idle(ctx context.Context) error {
+	return s.settle(ctx, s.applier.Idle)
+}
+
+func (s *session) settle(ctx context.Context, step func(context.Context) error) error {
 	s.applier.outcome = Outcome{}
-	if err := s.applier.FlushGroup(ctx); err != nil {
+	if err := step(ctx); err != nil {
 		return err
 	}
 	s.track(s.applier.LastOutcome())

@@ -187,6 +187,7 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
+	s.applier.groupMaxWait = cfg.GroupMaxWait
 	s.applier.compaction = !cfg.NoCompaction
 	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
 	s.tracker = state.NewFlushTracker(start)
@@ -208,7 +209,6 @@ func (s *session) connect(ctx context.Context) error {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
 	}
 	s.keeper = &streamKeeper{stream: s.stream}
-	s.keeper.lastUse.Store(time.Now().UnixNano())
 	if s.decoder, err = protocol.NewDecoder(s.stream.DecoderOptions()); err != nil {
 		return err
 	}

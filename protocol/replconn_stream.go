@@ -164,13 +164,24 @@ func (s *ReplStream) DecoderOptions() DecoderOptions { return s.opts }
 // usable. A server ErrorResponse ends the stream and comes back as a
 // wrapped *pgconn.PgError.
 func (s *ReplStream) Receive(ctx context.Context, ev *StreamEvent) error {
+	return s.ReceiveBefore(ctx, time.Time{}, ev)
+}
+
+// ReceiveBefore is Receive with a deadline of its own besides ctx's (the
+// earlier one counts; zero: none): once it passes, the error matches
+// ErrReceiveTimeout, as for a context deadline. It is for a loop that wakes
+// up at a different moment for nearly every message: deriving a context per
+// call costs a timer, a callback goroutine and several allocations, more
+// than receiving the message itself, while a long-lived ctx is armed once
+// and the socket deadline is only touched when deadline changes.
+func (s *ReplStream) ReceiveBefore(ctx context.Context, deadline time.Time, ev *StreamEvent) error {
 	if p := s.ended.Load(); p != nil {
 		return *p
 	}
 	if err := ctx.Err(); err != nil {
 		return s.ctxError(err)
 	}
-	s.arm(ctx)
+	s.arm(ctx, deadline)
 	for {
 		// context.Background: pgconn then skips its per-call watcher.
 		msg, err := s.conn.pg.ReceiveMessage(context.Background())
@@ -285,10 +296,14 @@ func (s *ReplStream) SendStatus(ctx context.Context, write, flush, apply LSN, re
 	return nil
 }
 
-// arm points the socket's read deadline and the cancel callback at ctx.
-func (s *ReplStream) arm(ctx context.Context) {
+// arm points the cancel callback at ctx and the socket's read deadline at
+// the earlier of ctx's deadline and deadline.
+func (s *ReplStream) arm(ctx context.Context, deadline time.Time) {
 	done := ctx.Done()
 	d, _ := ctx.Deadline()
+	if !deadline.IsZero() && (d.IsZero() || deadline.Before(d)) {
+		d = deadline
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if done != s.watchedDone {

@@ -116,6 +116,32 @@ func TestReplStream(t *testing.T) {
 			t.Fatal("no timeout in 50 tries")
 		}
 
+		// ReceiveBefore's own deadline times out the same way on a context
+		// without one, and an earlier context deadline wins over it.
+		timedOut = false
+		for i := 0; i < 50 && !timedOut; i++ {
+			err := s.ReceiveBefore(ctx, time.Now().Add(50*time.Millisecond), &ev)
+			switch {
+			case protocol.IsTimeout(err):
+				timedOut = true
+			case err != nil:
+				t.Fatalf("ReceiveBefore with a short deadline: %v", err)
+			case ev.Kind != protocol.EventKeepalive:
+				t.Fatalf("unexpected event %+v", ev)
+			}
+		}
+		if !timedOut {
+			t.Fatal("ReceiveBefore: no timeout in 50 tries")
+		}
+		short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+		for err := error(nil); !protocol.IsTimeout(err); {
+			err = s.ReceiveBefore(short, time.Now().Add(time.Hour), &ev)
+			if err != nil && !protocol.IsTimeout(err) {
+				t.Fatalf("ReceiveBefore with a short context: %v", err)
+			}
+		}
+		cancelShort()
+
 		// A canceled context interrupts a blocked Receive; the stream
 		// still works afterwards.
 		cctx, cancel := context.WithCancel(ctx)
@@ -227,5 +253,21 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("Receive allocates %.2f times per message", allocs)
+	}
+	// The run loop's way: a long-lived context and a deadline that moves.
+	n = 0
+	allocs = testing.AllocsPerRun(800, func() {
+		if err := s.ReceiveBefore(ctx, time.Now().Add(time.Minute), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == protocol.EventXLogData {
+			n++
+		}
+	})
+	if n < 800 {
+		t.Fatalf("only %d XLogData messages", n)
+	}
+	if allocs != 0 {
+		t.Errorf("ReceiveBefore allocates %.2f times per message", allocs)
 	}
 }

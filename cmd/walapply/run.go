@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ type runFlags struct {
 	metricsAddr  string
 	readyMaxLag  time.Duration
 	gidMode      string
+	cpuProfile   string
 }
 
 func (f *runFlags) register(fs interface {
@@ -60,6 +62,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (host:port; empty: off)")
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (for diagnosing a slow applier; read it with go tool pprof)")
 	fs.DurationVar(&f.readyMaxLag, "ready-max-lag", 30*time.Second, "/readyz answers ready while the lag (and the age of the last progress report) is at most this")
 }
 
@@ -97,11 +100,35 @@ func runCmd(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	err = apply.Run(ctx, f.cfg)
 	if err == nil {
 		log.Info().Msg("stopped")
 	}
 	return err
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called (when run stops, also on SIGTERM).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: start profiling: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // splitList splits a comma-separated list, dropping blanks around items.
