@@ -121,6 +121,13 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 		return nil, fmt.Errorf("%w: target connection string: %v", ErrConfig, redact(err))
 	}
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
+	if _, set := pc.RuntimeParams["jit"]; !set {
+		// Every statement walapply runs is short, but the planner's
+		// estimates for some are not (the recursive catalog query that
+		// finds equality operators is costed above jit_above_cost):
+		// compiling it took half a second per table, for nothing.
+		pc.RuntimeParams["jit"] = "off"
+	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the target (%s): %w", role, err)
