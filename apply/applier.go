@@ -81,6 +81,9 @@ type Applier struct {
 	formats  []int16
 	matchIdx []int
 	shape    []byte
+	// text[] literals of the array row source (compact_rows.go)
+	arrayBuf  []byte
+	arrayEnds []int
 }
 
 // newApplier returns an applier writing through sess, which must already be

@@ -9,11 +9,15 @@ import (
 
 // targetColumn is a column of a target table as the target's catalog has it.
 type targetColumn struct {
-	Name      string
-	TypeOID   uint32
-	TypeName  string // format_type, for messages
-	Generated bool   // GENERATED ALWAYS: never written
-	HasEq     bool   // the type has an equality operator (see typesWithEquality)
+	Name     string
+	TypeOID  uint32
+	TypeName string // format_type, for messages
+	// CastType names the column's type without its modifier, for casts
+	// (compact_rows.go): a cast to varchar(3) or char(4) would truncate
+	// silently where assigning to the column raises an error.
+	CastType  string
+	Generated bool // GENERATED ALWAYS: never written
+	HasEq     bool // the type has an equality operator (see typesWithEquality)
 	// EqSchema is the schema of that operator when it lies outside
 	// pg_catalog (citext, hstore, ...): the session's search_path is
 	// pg_catalog, so it must be named.
@@ -48,11 +52,14 @@ type querier interface {
 
 const targetTableSQL = `
 SELECT c.oid, c.relkind, a.attname, a.atttypid, a.attgenerated <> '',
-       pg_catalog.format_type(a.atttypid, a.atttypmod)
+       pg_catalog.format_type(a.atttypid, a.atttypmod),
+       pg_catalog.quote_ident(tn.nspname) || '.' || pg_catalog.quote_ident(ty.typname)
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_catalog.pg_attribute a
        ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
 ORDER BY a.attnum`
 
@@ -73,8 +80,9 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 			atttypid  *uint32
 			generated *bool
 			typeName  *string
+			castType  *string
 		)
-		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName); err != nil {
+		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName, &castType); err != nil {
 			return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
 		}
 		found = true
@@ -83,7 +91,7 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 			continue // a table without columns
 		}
 		t.byName[*attname] = len(t.Columns)
-		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, Generated: *generated})
+		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, CastType: *castType, Generated: *generated})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -82,7 +81,12 @@ type compactor struct {
 	keyBuf []byte
 }
 
-func newCompactor() *compactor { return &compactor{byRel: map[uint32]*netTable{}} }
+// newCompactor returns an empty compactor. Its arena starts non-nil: an
+// empty value is an empty, non-nil slice of it, and nil means NULL to the
+// statements built from it.
+func newCompactor() *compactor {
+	return &compactor{byRel: map[uint32]*netTable{}, arena: make([]byte, 0, 4096)}
+}
 
 func (c *compactor) empty() bool { return c.n == 0 }
 
@@ -333,10 +337,7 @@ func (a *Applier) multiStatement(ctx context.Context, e *relEntry, shape string,
 		return sd, nil
 	}
 	sql, oids := build()
-	if err := a.Settle(ctx); err != nil {
-		return nil, err
-	}
-	sd, err := a.sess.prepare(ctx, sql, oids)
+	sd, err := a.sess.statementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
 	}
@@ -400,11 +401,13 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		}
 		return nil
 	}
-	return chunks(rows, len(cols), func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mI%d", len(rs)), func() (string, []uint32) {
+	arrays, each := a.rowForm(rows)
+	return each(rows, len(cols), func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs)), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
 			var oids []uint32
+			var types []string
 			for n, i := range cols {
 				if n > 0 {
 					b.WriteString(", ")
@@ -412,14 +415,11 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 				tc := e.target.Columns[e.tcol[i]]
 				b.WriteString(quoteIdent(tc.Name))
 				oids = append(oids, tc.TypeOID)
+				types = append(types, tc.CastType)
 			}
-			b.WriteString(") VALUES ")
-			valuesList(&b, len(rs), len(cols), 1)
-			all := make([]uint32, 0, len(rs)*len(oids))
-			for range rs {
-				all = append(all, oids...)
-			}
-			return b.String(), all
+			b.WriteString(") ")
+			writeRowSource(&b, arrays, len(rs), types)
+			return b.String(), rowParamOIDs(arrays, len(rs), oids)
 		})
 		if err != nil {
 			return err
@@ -433,6 +433,9 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 				}
 				a.addCell(x)
 			}
+		}
+		if arrays {
+			a.packArrays(len(cols))
 		}
 		a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
 		a.Stats.Inserts.Add(int64(len(rs)))
@@ -489,12 +492,18 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if conflict != "" {
 		width++ // the row's key as text, for the conflict record
 	}
-	return chunks(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mU%s-%d", mask, len(rs)), func() (string, []uint32) {
+	arrays, each := a.rowForm(rows)
+	return each(rows, width, func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs)), func() (string, []uint32) {
+			types := e.typeNames(e.key, nil)
+			types = e.typeNames(set, types)
+			if conflict != "" {
+				types = append(types, "pg_catalog.text")
+			}
 			var b strings.Builder
 			if conflict != "" {
-				b.WriteString("WITH _v AS (VALUES ")
-				valuesList(&b, len(rs), width, 1)
+				b.WriteString("WITH _v AS (")
+				writeRowSource(&b, arrays, len(rs), types)
 				b.WriteString("), _w AS (")
 			}
 			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
@@ -508,8 +517,8 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			if conflict != "" {
 				b.WriteString(" FROM _v")
 			} else {
-				b.WriteString(" FROM (VALUES ")
-				valuesList(&b, len(rs), per, 1)
+				b.WriteString(" FROM (")
+				writeRowSource(&b, arrays, len(rs), types)
 				b.WriteString(") AS _v")
 			}
 			b.WriteString(" WHERE ")
@@ -521,7 +530,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			for _, i := range set {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			return finishMissing(&b, conflict, fail, width, len(rs), oids)
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
 		})
 		if err != nil {
 			return err
@@ -539,6 +548,9 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 				a.addKeyText(e, r)
 			}
 		}
+		if arrays {
+			a.packArrays(width)
+		}
 		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
@@ -552,16 +564,21 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 	if conflict != "" {
 		width++
 	}
-	return chunks(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, fmt.Sprintf("mD%d", len(rs)), func() (string, []uint32) {
+	arrays, each := a.rowForm(rows)
+	return each(rows, width, func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs)), func() (string, []uint32) {
+			types := e.typeNames(e.key, nil)
+			if conflict != "" {
+				types = append(types, "pg_catalog.text")
+			}
 			var b strings.Builder
 			if conflict != "" {
-				b.WriteString("WITH _v AS (VALUES ")
-				valuesList(&b, len(rs), width, 1)
+				b.WriteString("WITH _v AS (")
+				writeRowSource(&b, arrays, len(rs), types)
 				b.WriteString("), _w AS (DELETE FROM " + e.target.Quoted + " AS _t USING _v")
 			} else {
-				b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (VALUES ")
-				valuesList(&b, len(rs), per, 1)
+				b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (")
+				writeRowSource(&b, arrays, len(rs), types)
 				b.WriteString(") AS _v")
 			}
 			b.WriteString(" WHERE ")
@@ -570,7 +587,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			for _, i := range e.key {
 				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
 			}
-			return finishMissing(&b, conflict, fail, width, len(rs), oids)
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
 		})
 		if err != nil {
 			return err
@@ -585,6 +602,9 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 				a.addKeyText(e, r)
 			}
 		}
+		if arrays {
+			a.packArrays(width)
+		}
 		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
@@ -596,14 +616,11 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 // update_missing or delete_missing itself, the outer statement that records
 // (or, with fail, raises) the rows the change did not find; width is the
 // VALUES list's width, its last column the row's key as text.
-func finishMissing(b *strings.Builder, conflict string, fail bool, width, rows int, oids []uint32) (string, []uint32) {
+func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width, rows int, oids []uint32) (string, []uint32) {
 	if conflict != "" {
 		oids = append(oids, 25) // the key as text
 	}
-	all := make([]uint32, 0, rows*len(oids)+len(recordOIDs))
-	for i := 0; i < rows; i++ {
-		all = append(all, oids...)
-	}
+	all := rowParamOIDs(arrays, rows, oids)
 	if conflict == "" {
 		return b.String(), all
 	}

@@ -448,11 +448,8 @@ func (a *Applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protoco
 		recordInsert(&b, ConflictUpdateExists, a.resolution(ConflictUpdateExists), len(oids)+1, "$"+strconv.Itoa(len(oids)+3))
 		b.WriteString(" FROM _x RETURNING key")
 		oids = append(oids, recordOIDs...)
-		if err := a.Settle(ctx); err != nil {
-			return err
-		}
 		var err error
-		if sd, err = a.sess.prepare(ctx, b.String(), oids); err != nil {
+		if sd, err = a.sess.statementFor(ctx, b.String(), oids); err != nil {
 			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
 		}
 		e.stmts[shape] = sd

@@ -44,10 +44,7 @@ func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 		sql, oids = guardNewKey(e, sql, oids)
 	}
 	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
-	if err := a.Settle(ctx); err != nil {
-		return nil, err
-	}
-	sd, err := a.sess.prepare(ctx, sql, oids)
+	sd, err := a.sess.statementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
 	}

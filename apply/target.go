@@ -87,6 +87,11 @@ type targetSession struct {
 	origin string       // the replication origin set up on the session
 	flying inflight     // the batch sent and not yet read
 	done   []commitMark // commits confirmed by drain, for the applier
+
+	// unprepared are statements handed out by statementFor while a batch
+	// was in flight: batches parse them (unnamed) until the connection is
+	// next idle, when they are prepared for good.
+	unprepared map[*pgconn.StatementDescription]struct{}
 }
 
 // sessionSetupSQL makes the target session behave like PostgreSQL's apply
@@ -141,6 +146,44 @@ func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uin
 	return sd, nil
 }
 
+// statementFor returns the prepared statement for sql, preparing it at
+// once when the connection is idle. While a batch is in flight, preparing
+// would mean waiting for it first (the connection does one thing at a
+// time), and the target would sit idle while the next batch is built: the
+// statement is then returned unprepared (an empty Name) and queueStmt
+// parses it within the batch, until sendAsync, between reading one batch
+// and sending the next, prepares it for good. The description is updated
+// in place, so callers may cache it.
+func (s *targetSession) statementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	if !s.busy() {
+		return s.prepare(ctx, sql, paramOIDs)
+	}
+	sd := &pgconn.StatementDescription{SQL: sql, ParamOIDs: paramOIDs}
+	s.deferPrepare(sd)
+	return sd, nil
+}
+
+func (s *targetSession) deferPrepare(sd *pgconn.StatementDescription) {
+	if s.unprepared == nil {
+		s.unprepared = map[*pgconn.StatementDescription]struct{}{}
+	}
+	s.unprepared[sd] = struct{}{}
+}
+
+// prepareDeferred prepares the statements statementFor handed out
+// unprepared. The connection must be idle.
+func (s *targetSession) prepareDeferred(ctx context.Context) error {
+	for sd := range s.unprepared {
+		p, err := s.prepare(ctx, sd.SQL, sd.ParamOIDs)
+		if err != nil {
+			return err
+		}
+		*sd = *p
+		delete(s.unprepared, sd)
+	}
+	return nil
+}
+
 // begin queues the start of a target transaction. Deferred constraints are
 // checked at once: a COMMIT must not fail after the origin's progress was
 // set up, because on PostgreSQL 16+ an aborted transaction advances the
@@ -158,7 +201,12 @@ func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {
 }
 
 func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
-	s.batch.ExecStatement(sd, params, formats, nil)
+	if sd.Name == "" { // not prepared yet (statementFor)
+		s.batch.ExecParams(sd.SQL, params, sd.ParamOIDs, formats, nil)
+		s.deferPrepare(sd) // again, if a failure dropped it
+	} else {
+		s.batch.ExecStatement(sd, params, formats, nil)
+	}
 	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
 	for _, p := range params {
 		s.bytes += len(p) + 8
@@ -195,6 +243,9 @@ func (s *targetSession) flush(ctx context.Context) (*queuedStmt, error) {
 	if q, err := s.drain(ctx); err != nil {
 		return q, err
 	}
+	if err := s.prepareDeferred(ctx); err != nil {
+		return nil, err
+	}
 	if len(s.queued) == 0 {
 		return nil, nil
 	}
@@ -207,6 +258,9 @@ func (s *targetSession) flush(ctx context.Context) (*queuedStmt, error) {
 func (s *targetSession) sendAsync(ctx context.Context, mark *commitMark) (*queuedStmt, error) {
 	if q, err := s.drain(ctx); err != nil {
 		return q, err
+	}
+	if err := s.prepareDeferred(ctx); err != nil {
+		return nil, err
 	}
 	if len(s.queued) > 0 {
 		s.send(ctx, mark)
@@ -293,6 +347,7 @@ func (s *targetSession) reset() {
 		_ = s.flying.mrr.Close()
 	}
 	s.flying = inflight{queued: s.flying.queued[:0], keys: s.flying.keys[:0]}
+	clear(s.unprepared) // queueStmt defers them again when next used
 }
 
 // rollback ends a failed or abandoned transaction. A broken connection has

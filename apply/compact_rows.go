@@ -1,0 +1,185 @@
+package apply
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// Row sources of multi-row statements.
+//
+// A multi-row INSERT, UPDATE or DELETE (compact.go) reads its rows from a
+// row source named _v whose columns are column1, column2, ... It takes one
+// of two forms:
+//
+//	VALUES ($1, $2), ($3, $4), ...
+//	SELECT _a.c1::T1 AS column1, _a.c2::T2 AS column2
+//	  FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS _a(c1, c2)
+//
+// The VALUES form has one parameter per value, so a run of rows is cut
+// into chunks (chunkSizes) and each chunk size is a statement of its own.
+// The array form has one text[] parameter per column, whatever the number
+// of rows: every run of one table and kind of change is one statement, and
+// one prepared statement. A group of 2,000 small transactions over 50
+// tables then costs about 150 statements on the target instead of about
+// 950, and the per-statement cost (bind, plan, executor start-up) was most
+// of the target's time on such a workload. Values travel as text inside
+// the arrays and are cast to the columns' types, schema-qualified and
+// without their modifiers (a cast to varchar(3) would truncate where the
+// assignment to the column raises an error, as PostgreSQL's subscriber
+// does); the cast is the type's input function, as for a typed parameter. The array form needs text-format values: a run holding a
+// binary value (--binary) uses VALUES.
+
+// textArrayOID is the type OID of text[].
+const textArrayOID = 1009
+
+// arrayRows reports whether a run of rows can use the array form: no cell
+// that is written is in binary format.
+func arrayRows(rows []*netRow) bool {
+	for _, r := range rows {
+		for _, x := range r.key {
+			if x.kind == protocol.ColumnBinary {
+				return false
+			}
+		}
+		for _, x := range r.image {
+			if x.kind == protocol.ColumnBinary {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// writeRowSource writes the row source of n rows whose columns have the
+// given SQL types: VALUES, or with arrays the unnest form, its parameters
+// numbered from $1.
+func writeRowSource(b *strings.Builder, arrays bool, n int, types []string) {
+	if !arrays {
+		b.WriteString("VALUES ")
+		valuesList(b, n, len(types), 1)
+		return
+	}
+	b.WriteString("SELECT ")
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c := strconv.Itoa(i + 1)
+		b.WriteString("_a.c" + c + "::" + t + " AS column" + c)
+	}
+	b.WriteString(" FROM ROWS FROM (")
+	for i := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("pg_catalog.unnest(")
+		writeParam(b, i+1)
+		b.WriteString("::pg_catalog.text[])")
+	}
+	b.WriteString(") AS _a(")
+	for i := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("c" + strconv.Itoa(i+1))
+	}
+	b.WriteByte(')')
+}
+
+// rowParamOIDs are the parameter types of a row source: one row's oids
+// repeated n times, or with arrays one text[] per column.
+func rowParamOIDs(arrays bool, n int, oids []uint32) []uint32 {
+	if arrays {
+		all := make([]uint32, len(oids))
+		for i := range all {
+			all[i] = textArrayOID
+		}
+		return all
+	}
+	all := make([]uint32, 0, n*len(oids))
+	for i := 0; i < n; i++ {
+		all = append(all, oids...)
+	}
+	return all
+}
+
+// packArrays turns the parameters queued row by row (rows of width
+// values, nil for NULL) into width text[] literals, one per column.
+func (a *Applier) packArrays(width int) {
+	rows := len(a.params) / width
+	buf := a.arrayBuf[:0]
+	ends := a.arrayEnds[:0]
+	for c := 0; c < width; c++ {
+		buf = append(buf, '{')
+		for r := 0; r < rows; r++ {
+			if r > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendArrayElem(buf, a.params[r*width+c])
+		}
+		buf = append(buf, '}')
+		ends = append(ends, len(buf))
+	}
+	a.arrayBuf, a.arrayEnds = buf, ends
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	start := 0
+	for _, end := range ends {
+		a.params = append(a.params, buf[start:end])
+		a.formats = append(a.formats, 0)
+		start = end
+	}
+}
+
+// appendArrayElem appends one element of a text[] literal: NULL for nil,
+// else the value double-quoted with backslashes before " and \.
+func appendArrayElem(dst, v []byte) []byte {
+	if v == nil {
+		return append(dst, "NULL"...)
+	}
+	dst = append(dst, '"')
+	for _, ch := range v {
+		if ch == '"' || ch == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, ch)
+	}
+	return append(dst, '"')
+}
+
+// whole calls fn once with all rows: the array form needs no chunks.
+func whole(rows []*netRow, _ int, fn func([]*netRow) error) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return fn(rows)
+}
+
+// rowForm picks the row source of a run: arrays when its values allow,
+// and how to cut the run into statements.
+func (a *Applier) rowForm(rows []*netRow) (arrays bool, each func([]*netRow, int, func([]*netRow) error) error) {
+	if arrayRows(rows) {
+		return true, whole
+	}
+	return false, chunks
+}
+
+// shapeName names a multi-row statement's shape for the relation's
+// statement cache: the kind of change (and column mask), and the row count
+// for the VALUES form.
+func shapeName(kind string, arrays bool, n int) string {
+	if arrays {
+		return "a" + kind
+	}
+	return "m" + kind + "-" + strconv.Itoa(n)
+}
+
+// typeNames appends the SQL types of the target columns that the source
+// columns idx map to.
+func (e *relEntry) typeNames(idx []int, dst []string) []string {
+	for _, i := range idx {
+		dst = append(dst, e.target.Columns[e.tcol[i]].CastType)
+	}
+	return dst
+}
