@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"strings"
@@ -74,11 +75,11 @@ type netTable struct {
 
 // compactor holds the net changes of the open group.
 type compactor struct {
-	tables []*netTable
-	byRel  map[uint32]*netTable
-	arena  []byte
-	n      int
-	keyBuf []byte
+	tables            []*netTable
+	byRel             map[uint32]*netTable
+	arena             []byte
+	n                 int
+	keyBuf, oldKeyBuf []byte
 }
 
 // newCompactor returns an empty compactor. Its arena starts non-nil: an
@@ -111,9 +112,11 @@ func (c *compactor) bytes(x cell) []byte {
 	return c.arena[x.off : x.off+x.len]
 }
 
-// rowKey renders the key columns of a tuple as a map key.
-func (c *compactor) rowKey(e *relEntry, t *protocol.TupleData) string {
-	b := c.keyBuf[:0]
+// rowKey renders the key columns of a tuple into dst, for use as a map
+// key: looked up as t.rows[string(k)] it costs no allocation; only a new
+// row's key is copied into a string.
+func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+	b := dst[:0]
 	for _, i := range e.key {
 		col := &t.Columns[i]
 		b = append(b, col.Kind)
@@ -121,8 +124,7 @@ func (c *compactor) rowKey(e *relEntry, t *protocol.TupleData) string {
 		b = append(b, ':')
 		b = append(b, col.Data...)
 	}
-	c.keyBuf = b
-	return string(b)
+	return b
 }
 
 func (c *compactor) keyCells(e *relEntry, t *protocol.TupleData) []cell {
@@ -159,6 +161,16 @@ func (c *compactor) table(e *relEntry) *netTable {
 // compactable reports whether a relation's changes may be compacted (see
 // the file comment).
 func compactable(e *relEntry, p ConflictPolicies) bool {
+	if e.compact == 0 {
+		e.compact = 2
+		if isCompactable(e, p) {
+			e.compact = 1
+		}
+	}
+	return e.compact == 1
+}
+
+func isCompactable(e *relEntry, p ConflictPolicies) bool {
 	// Upserts and inserts of missing rows are done row by row.
 	if p[ConflictInsertExists] != PolicyError || p[ConflictUpdateMissing] == PolicyApply {
 		return false
@@ -188,10 +200,11 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 			return false
 		}
 		t := c.table(e)
-		k := c.rowKey(e, &m.New)
-		r := t.rows[k]
+		c.keyBuf = rowKey(c.keyBuf, e, &m.New)
+		r := t.rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
+			k := string(c.keyBuf)
 			t.rows[k] = &netRow{kind: netInsert, image: c.image(&m.New, nil)}
 			t.order = append(t.order, k)
 		case r.kind == netDelete:
@@ -205,15 +218,18 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 		if checkWidth(e, &m.New, "new") != nil || (m.OldKind != 0 && checkWidth(e, &m.Old, "old") != nil) {
 			return false
 		}
-		k := c.rowKey(e, &m.New)
-		if m.OldKind != 0 && c.rowKey(e, &m.Old) != k {
-			return false // the key changes
+		c.keyBuf = rowKey(c.keyBuf, e, &m.New)
+		if m.OldKind != 0 {
+			c.oldKeyBuf = rowKey(c.oldKeyBuf, e, &m.Old)
+			if !bytes.Equal(c.oldKeyBuf, c.keyBuf) {
+				return false // the key changes
+			}
 		}
-		k = c.rowKey(e, &m.New)
 		t := c.table(e)
-		r := t.rows[k]
+		r := t.rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
+			k := string(c.keyBuf)
 			t.rows[k] = &netRow{kind: netUpdate, image: c.image(&m.New, nil), key: c.keyCells(e, &m.New)}
 			t.order = append(t.order, k)
 		case r.kind == netInsert || r.kind == netUpdate || r.kind == netReplace:
@@ -226,10 +242,11 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 			return false
 		}
 		t := c.table(e)
-		k := c.rowKey(e, &m.Old)
-		r := t.rows[k]
+		c.keyBuf = rowKey(c.keyBuf, e, &m.Old)
+		r := t.rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
+			k := string(c.keyBuf)
 			t.rows[k] = &netRow{kind: netDelete, key: c.keyCells(e, &m.Old)}
 			t.order = append(t.order, k)
 		case r.kind == netInsert:

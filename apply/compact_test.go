@@ -62,7 +62,7 @@ func TestCompactorTransitions(t *testing.T) {
 			}
 		}
 		var key protocol.TupleData = row("1", "x")
-		r := c.byRel[1].rows[c.rowKey(e, &key)]
+		r := c.byRel[1].rows[string(rowKey(nil, e, &key))]
 		if r == nil {
 			t.Fatalf("%s: no net row", tc.name)
 		}

@@ -26,6 +26,10 @@ type relEntry struct {
 
 	// stmts caches prepared statements by shape (see shapeKey).
 	stmts map[string]*pgconn.StatementDescription
+
+	// compact caches compactable's answer for this entry (0: not asked
+	// yet, 1: yes, 2: no); the policies do not change within a session.
+	compact uint8
 }
 
 // String names the relation for messages: schema.name as the source has it.

@@ -195,6 +195,7 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
+	s.applier.catalog = s.control
 	s.applier.compaction = !cfg.NoCompaction
 	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
 	s.tracker = state.NewFlushTracker(start)
