@@ -40,6 +40,22 @@
 // never parsed here; parameters are typed with the target column's type, so
 // the target parses them exactly as it would parse its own input.
 //
+// Fewer statements than changes. PostgreSQL's apply worker changes heap and
+// indexes directly; an external applier pays for SQL: bind, plan and
+// executor start-up per statement, and a round trip per batch. Winning that
+// back is doing less per change on the target, so consecutive small source
+// transactions share one target transaction (group.go), a group's changes
+// are reduced to their net effect per row (compact.go), and each table's
+// net inserts, updates and deletes become one statement each whose rows
+// arrive as text[] parameters (compact_rows.go). The target executes one
+// batch while the next is received and built (target.go, one-deep
+// pipelining); nothing on the hot path may wait for the target without
+// need: new statements are prepared between batches, catalog lookups use
+// the control connection, and a quiet stream commits the open group
+// without waiting for its result. The receive loop keeps one context for
+// the session and moves only a socket deadline (loop.go): a context per
+// message cost more than receiving it.
+//
 // Matching PostgreSQL's subscriber. Tables are found by schema and name,
 // columns by name; extra target columns keep their defaults, generated
 // target columns are not written. UPDATE and DELETE find the row by the

@@ -59,7 +59,9 @@ func (s *session) loop(ctx context.Context) error {
 				}
 				continue
 			}
-			return fmt.Errorf("receiving from the source: %w", err)
+			// The position names where the stream broke, also when the
+			// damage left nothing of the message's own header to read.
+			return fmt.Errorf("receiving from the source after source LSN %s: %w", s.serverWALEnd, err)
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:

@@ -175,8 +175,9 @@ func TestCorruptedStream(t *testing.T) {
 			}
 			_ = stop()
 			t.Logf("%s: run error, as expected: %v", tc.name, runErr)
-			if runErr == nil || apply.IsTransient(runErr) || (tc.want != nil && !errors.Is(runErr, tc.want)) || !strings.Contains(runErr.Error(), tc.text) {
-				t.Fatalf("%s: run error %v; want a permanent error matching %v and saying %q", tc.name, runErr, tc.want, tc.text)
+			if runErr == nil || apply.IsTransient(runErr) || (tc.want != nil && !errors.Is(runErr, tc.want)) || !strings.Contains(runErr.Error(), tc.text) ||
+				!strings.Contains(runErr.Error(), "source LSN") {
+				t.Fatalf("%s: run error %v; want a permanent error matching %v, saying %q and naming the source LSN", tc.name, runErr, tc.want, tc.text)
 			}
 			if tc.want != nil && !strings.Contains(runErr.Error(), "nothing of the transaction was applied or confirmed") {
 				t.Errorf("%s: the error does not say that nothing was applied", tc.name)
