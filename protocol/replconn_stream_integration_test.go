@@ -95,44 +95,33 @@ func TestReplStream(t *testing.T) {
 		// Nothing more is pending: a short deadline times out (after any
 		// keepalives) and leaves the stream usable.
 		var ev protocol.StreamEvent
-		timedOut := false
-		for i := 0; i < 50 && !timedOut; i++ {
-			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			err := s.Receive(short, &ev)
-			cancel()
-			switch {
-			case protocol.IsTimeout(err):
-				if !errors.Is(err, protocol.ErrReceiveTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("timeout error %v does not match both sentinels", err)
+		untilTimeout := func(what string, receive func() error) {
+			for i := 0; i < 50; i++ {
+				err := receive()
+				switch {
+				case protocol.IsTimeout(err):
+					if !errors.Is(err, protocol.ErrReceiveTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("%s: timeout error %v does not match both sentinels", what, err)
+					}
+					return
+				case err != nil:
+					t.Fatalf("%s with a short deadline: %v", what, err)
+				case ev.Kind != protocol.EventKeepalive:
+					t.Fatalf("%s: unexpected event %+v", what, ev)
 				}
-				timedOut = true
-			case err != nil:
-				t.Fatalf("Receive with a short deadline: %v", err)
-			case ev.Kind != protocol.EventKeepalive:
-				t.Fatalf("unexpected event %+v", ev)
 			}
+			t.Fatalf("%s: no timeout in 50 tries", what)
 		}
-		if !timedOut {
-			t.Fatal("no timeout in 50 tries")
-		}
-
+		untilTimeout("Receive", func() error {
+			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			return s.Receive(short, &ev)
+		})
 		// ReceiveBefore's own deadline times out the same way on a context
 		// without one, and an earlier context deadline wins over it.
-		timedOut = false
-		for i := 0; i < 50 && !timedOut; i++ {
-			err := s.ReceiveBefore(ctx, time.Now().Add(50*time.Millisecond), &ev)
-			switch {
-			case protocol.IsTimeout(err):
-				timedOut = true
-			case err != nil:
-				t.Fatalf("ReceiveBefore with a short deadline: %v", err)
-			case ev.Kind != protocol.EventKeepalive:
-				t.Fatalf("unexpected event %+v", ev)
-			}
-		}
-		if !timedOut {
-			t.Fatal("ReceiveBefore: no timeout in 50 tries")
-		}
+		untilTimeout("ReceiveBefore", func() error {
+			return s.ReceiveBefore(ctx, time.Now().Add(50*time.Millisecond), &ev)
+		})
 		short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 		for err := error(nil); !protocol.IsTimeout(err); {
 			err = s.ReceiveBefore(short, time.Now().Add(time.Hour), &ev)
@@ -239,35 +228,24 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var ev protocol.StreamEvent
-	n := 0
-	allocs := testing.AllocsPerRun(1000, func() {
-		if err := s.Receive(rctx, &ev); err != nil {
-			t.Fatal(err)
+	check := func(what string, runs int, receive func() error) {
+		n := 0
+		allocs := testing.AllocsPerRun(runs, func() {
+			if err := receive(); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == protocol.EventXLogData {
+				n++
+			}
+		})
+		if n < runs {
+			t.Fatalf("%s: only %d XLogData messages", what, n)
 		}
-		if ev.Kind == protocol.EventXLogData {
-			n++
+		if allocs != 0 {
+			t.Errorf("%s allocates %.2f times per message", what, allocs)
 		}
-	})
-	if n < 1000 {
-		t.Fatalf("only %d XLogData messages", n)
 	}
-	if allocs != 0 {
-		t.Errorf("Receive allocates %.2f times per message", allocs)
-	}
+	check("Receive", 1000, func() error { return s.Receive(rctx, &ev) })
 	// The run loop's way: a long-lived context and a deadline that moves.
-	n = 0
-	allocs = testing.AllocsPerRun(800, func() {
-		if err := s.ReceiveBefore(ctx, time.Now().Add(time.Minute), &ev); err != nil {
-			t.Fatal(err)
-		}
-		if ev.Kind == protocol.EventXLogData {
-			n++
-		}
-	})
-	if n < 800 {
-		t.Fatalf("only %d XLogData messages", n)
-	}
-	if allocs != 0 {
-		t.Errorf("ReceiveBefore allocates %.2f times per message", allocs)
-	}
+	check("ReceiveBefore", 800, func() error { return s.ReceiveBefore(ctx, time.Now().Add(time.Minute), &ev) })
 }
