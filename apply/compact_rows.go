@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -139,6 +140,10 @@ func appendArrayElem(dst, v []byte) []byte {
 		return append(dst, "NULL"...)
 	}
 	dst = append(dst, '"')
+	if bytes.IndexByte(v, '"') < 0 && bytes.IndexByte(v, '\\') < 0 {
+		dst = append(dst, v...) // the common case, copied whole
+		return append(dst, '"')
+	}
 	for _, ch := range v {
 		if ch == '"' || ch == '\\' {
 			dst = append(dst, '\\')

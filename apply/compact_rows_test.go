@@ -73,3 +73,21 @@ func TestCompactorKeepsFirstEmptyValue(t *testing.T) {
 		t.Fatalf("bytes of an empty text value = %#v, want a non-nil empty slice", b)
 	}
 }
+
+// BenchmarkPackArrays packs a pgbench-like run (2,000 rows of four values,
+// one of them 84 characters) into text[] literals.
+func BenchmarkPackArrays(b *testing.B) {
+	a := &Applier{}
+	filler := []byte(strings.Repeat(" ", 84))
+	rows := make([][]byte, 0, 2000*4)
+	for i := 0; i < 2000; i++ {
+		rows = append(rows, []byte("123456"), []byte("7"), []byte("-4321"), filler)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(2000 * (6 + 1 + 5 + 84)))
+	for i := 0; i < b.N; i++ {
+		a.params = append(a.params[:0], rows...)
+		a.formats = a.formats[:0]
+		a.packArrays(4)
+	}
+}
