@@ -29,23 +29,31 @@ import (
 // the arrays and are cast to the columns' types, schema-qualified and
 // without their modifiers (a cast to varchar(3) would truncate where the
 // assignment to the column raises an error, as PostgreSQL's subscriber
-// does); the cast is the type's input function, as for a typed parameter. The array form needs text-format values: a run holding a
-// binary value (--binary) uses VALUES.
+// does); the cast is the type's input function, as for a typed parameter.
+// The array form needs text-format values: a run holding a binary value
+// (--binary), or a value over maxArrayValue, uses VALUES.
 
 // textArrayOID is the type OID of text[].
 const textArrayOID = 1009
 
+// maxArrayValue is the largest value the array form carries: the text[]
+// literal is a copy of the values (VALUES parameters point at them where
+// they are), and a copy of a value of hundreds of megabytes is memory the
+// applier does not need to spend.
+const maxArrayValue = 1 << 20
+
 // arrayRows reports whether a run of rows can use the array form: no cell
-// that is written is in binary format.
+// that is written is in binary format or larger than maxArrayValue.
 func arrayRows(rows []*netRow) bool {
+	ok := func(x cell) bool { return x.kind != protocol.ColumnBinary && x.len <= maxArrayValue }
 	for _, r := range rows {
 		for _, x := range r.key {
-			if x.kind == protocol.ColumnBinary {
+			if !ok(x) {
 				return false
 			}
 		}
 		for _, x := range r.image {
-			if x.kind == protocol.ColumnBinary {
+			if !ok(x) {
 				return false
 			}
 		}

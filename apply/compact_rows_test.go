@@ -91,3 +91,24 @@ func BenchmarkPackArrays(b *testing.B) {
 		a.packArrays(4)
 	}
 }
+
+func TestArrayRows(t *testing.T) {
+	row := func(kind byte, n int32) *netRow {
+		return &netRow{key: []cell{{kind: protocol.ColumnText, len: 2}}, image: []cell{{kind: kind, len: n}, {kind: protocol.ColumnNull}}}
+	}
+	cases := []struct {
+		name string
+		rows []*netRow
+		want bool
+	}{
+		{"text values", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnUnchanged, 0)}, true},
+		{"a value at the limit", []*netRow{row(protocol.ColumnText, maxArrayValue)}, true},
+		{"a value over the limit", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnText, maxArrayValue+1)}, false},
+		{"a binary value", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnBinary, 4)}, false},
+	}
+	for _, c := range cases {
+		if got := arrayRows(c.rows); got != c.want {
+			t.Errorf("%s: arrayRows = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
