@@ -438,50 +438,6 @@ func (a *Applier) change(ctx context.Context, msg protocol.Message) error {
 	return orderError("unexpected change message %s", msg.Type())
 }
 
-func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEntry, error) {
-	var e *relEntry
-	var err error
-	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
-		e, err = a.lookupOnCatalog(ctx, relid)
-	} else {
-		if u != nil && !u.mapped && a.sess.busy() {
-			// The catalog lookup needs the connection.
-			if err := a.Settle(ctx); err != nil {
-				return nil, err
-			}
-		}
-		e, err = a.rels.get(ctx, a.sess.conn, relid)
-	}
-	if err != nil {
-		rel := ""
-		if e := a.rels.rels[relid]; e != nil {
-			rel = e.String()
-		}
-		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op, Err: err}
-	}
-	return e, nil
-}
-
-// lookupOnCatalog maps a relation to its target table through the catalog
-// connection, so that the applying session keeps its batch in flight: a
-// lookup there would first wait for the target to finish it, and the target
-// would then sit idle while the next batch is built (once per table, but
-// on a backlog over many tables that was a stall per table). The lookup
-// runs read-only with the applying session's search_path, so type names
-// read the same on both (error messages are matched against them).
-func (a *Applier) lookupOnCatalog(ctx context.Context, relid uint32) (*relEntry, error) {
-	var e *relEntry
-	err := pgx.BeginTxFunc(ctx, a.catalog, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
-			return fmt.Errorf("reading the target catalog: %w", err)
-		}
-		var err error
-		e, err = a.rels.get(ctx, tx, relid)
-		return err
-	})
-	return e, err
-}
-
 func checkWidth(e *relEntry, t *protocol.TupleData, what string) error {
 	if len(t.Columns) != len(e.rel.Columns) {
 		return orderError("%s tuple for %s has %d columns, its Relation message %d", what, e, len(t.Columns), len(e.rel.Columns))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 )
@@ -145,4 +146,51 @@ func (c *RelationCache) mapTarget(ctx context.Context, q querier, e *relEntry) e
 	e.stmts = map[string]*pgconn.StatementDescription{}
 	e.mapped = true
 	return nil
+}
+
+// relation returns the source relation relid mapped onto its target table,
+// looking the target up in its catalog on first use; an error names the
+// source transaction and op.
+func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEntry, error) {
+	var e *relEntry
+	var err error
+	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
+		e, err = a.lookupOnCatalog(ctx, relid)
+	} else {
+		if u != nil && !u.mapped && a.sess.busy() {
+			// The catalog lookup needs the connection.
+			if err := a.Settle(ctx); err != nil {
+				return nil, err
+			}
+		}
+		e, err = a.rels.get(ctx, a.sess.conn, relid)
+	}
+	if err != nil {
+		rel := ""
+		if e := a.rels.rels[relid]; e != nil {
+			rel = e.String()
+		}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op, Err: err}
+	}
+	return e, nil
+}
+
+// lookupOnCatalog maps a relation to its target table through the catalog
+// connection, so that the applying session keeps its batch in flight: a
+// lookup there would first wait for the target to finish it, and the target
+// would then sit idle while the next batch is built (once per table, but
+// on a backlog over many tables that was a stall per table). The lookup
+// runs read-only with the applying session's search_path, so type names
+// read the same on both (error messages are matched against them).
+func (a *Applier) lookupOnCatalog(ctx context.Context, relid uint32) (*relEntry, error) {
+	var e *relEntry
+	err := pgx.BeginTxFunc(ctx, a.catalog, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
+			return fmt.Errorf("reading the target catalog: %w", err)
+		}
+		var err error
+		e, err = a.rels.get(ctx, tx, relid)
+		return err
+	})
+	return e, err
 }

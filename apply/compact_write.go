@@ -1,0 +1,447 @@
+package apply
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// Writing the net changes out (compact.go keeps them): per table, the
+// deletes, then the updates, then the inserts, each as multi-row statements
+// whose rows come from a row source (compact_rows.go).
+
+// writeOut queues the pending net changes as statements, table by table:
+// deletes, then updates, then inserts (a replaced row is deleted, then
+// inserted), and empties the compactor.
+func (a *Applier) writeOut(ctx context.Context) error {
+	c := a.net
+	if c.n == 0 {
+		return nil
+	}
+	for _, t := range c.tables {
+		var dels, ups, ins []*netRow
+		for _, k := range t.order {
+			r := t.rows[k]
+			switch r.kind {
+			case netDelete:
+				dels = append(dels, r)
+			case netUpdate:
+				ups = append(ups, r)
+			case netInsert:
+				ins = append(ins, r)
+			case netReplace:
+				dels = append(dels, r)
+				ins = append(ins, r)
+			}
+		}
+		if err := a.writeDeletes(ctx, t.e, dels); err != nil {
+			return err
+		}
+		if err := a.writeUpdates(ctx, t.e, ups); err != nil {
+			return err
+		}
+		if err := a.writeInserts(ctx, t.e, ins); err != nil {
+			return err
+		}
+	}
+	c.tables, c.arena, c.n = c.tables[:0], c.arena[:0], 0
+	clear(c.byRel)
+	return nil
+}
+
+// chunkSizes are the row counts of multi-row statements; a run is written
+// in the largest chunks first, so that each table needs few statements.
+var chunkSizes = []int{256, 32, 4, 1}
+
+// chunks calls fn for consecutive chunks of rows, each of a size from
+// chunkSizes that also keeps the parameter count under PostgreSQL's limit.
+func chunks(rows []*netRow, perRow int, fn func([]*netRow) error) error {
+	for len(rows) > 0 {
+		n := 1
+		for _, s := range chunkSizes {
+			if s <= len(rows) && s*perRow <= 65535 {
+				n = s
+				break
+			}
+		}
+		if err := fn(rows[:n]); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+func (a *Applier) addCell(x cell) {
+	a.params = append(a.params, a.net.bytes(x))
+	f := int16(0)
+	if x.kind == protocol.ColumnBinary {
+		f = 1
+	}
+	a.formats = append(a.formats, f)
+}
+
+// multiStatement returns the prepared statement of a multi-row shape.
+func (a *Applier) multiStatement(ctx context.Context, e *relEntry, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+	if sd, ok := e.stmts[shape]; ok {
+		return sd, nil
+	}
+	sql, oids := build()
+	sd, err := a.sess.statementFor(ctx, sql, oids)
+	if err != nil {
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+	}
+	e.stmts[shape] = sd
+	return sd, nil
+}
+
+// valuesList writes n rows of cols placeholders: ($1, $2), ($3, $4), ...
+func valuesList(b *strings.Builder, n, cols, first int) {
+	p := first
+	for r := 0; r < n; r++ {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := 0; c < cols; c++ {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			writeParam(b, p)
+			p++
+		}
+		b.WriteByte(')')
+	}
+}
+
+// keyMatch writes the join of the target's key columns with v's first
+// columns.
+func keyMatch(b *strings.Builder, e *relEntry) {
+	for n, i := range e.key {
+		if n > 0 {
+			b.WriteString(" AND ")
+		}
+		tc := e.target.Columns[e.tcol[i]]
+		b.WriteString("_t.")
+		b.WriteString(quoteIdent(tc.Name))
+		if tc.EqSchema != "" {
+			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
+		} else {
+			b.WriteString(" = ")
+		}
+		b.WriteString("_v.column" + strconv.Itoa(n+1))
+	}
+}
+
+func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
+	var cols []int // source columns written
+	for i := range e.rel.Columns {
+		if e.tcol[i] >= 0 {
+			cols = append(cols, i)
+		}
+	}
+	if len(cols) == 0 {
+		for range rows {
+			sd, err := a.statement(ctx, e, 'I', nil, nil, false)
+			if err != nil {
+				return err
+			}
+			a.params, a.formats = a.params[:0], a.formats[:0]
+			a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+		}
+		return nil
+	}
+	arrays, each := a.rowForm(rows)
+	return each(rows, len(cols), func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs)), func() (string, []uint32) {
+			var b strings.Builder
+			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
+			var oids []uint32
+			var types []string
+			for n, i := range cols {
+				if n > 0 {
+					b.WriteString(", ")
+				}
+				tc := e.target.Columns[e.tcol[i]]
+				b.WriteString(quoteIdent(tc.Name))
+				oids = append(oids, tc.TypeOID)
+				types = append(types, tc.CastType)
+			}
+			b.WriteString(") ")
+			writeRowSource(&b, arrays, len(rs), types)
+			return b.String(), rowParamOIDs(arrays, len(rs), oids)
+		})
+		if err != nil {
+			return err
+		}
+		a.params, a.formats = a.params[:0], a.formats[:0]
+		for _, r := range rs {
+			for _, i := range cols {
+				x := r.image[i]
+				if x.kind == protocol.ColumnUnchanged {
+					x.kind = protocol.ColumnNull // as PostgreSQL does for an INSERT
+				}
+				a.addCell(x)
+			}
+		}
+		if arrays {
+			a.packArrays(len(cols))
+		}
+		a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+		a.Stats.Inserts.Add(int64(len(rs)))
+		return nil
+	})
+}
+
+func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
+	// Rows whose images hold unchanged TOAST values need SET lists without
+	// those columns: rows are written in runs of the same set of columns
+	// (their order does not matter: every row has its own key).
+	var order []string
+	runs := map[string][]*netRow{}
+	for _, r := range rows {
+		m := make([]byte, len(r.image))
+		for i, x := range r.image {
+			m[i] = '0'
+			if x.kind == protocol.ColumnUnchanged {
+				m[i] = '1'
+			}
+		}
+		k := string(m)
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], r)
+	}
+	for _, k := range order {
+		if err := a.writeUpdateRun(ctx, e, runs[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeUpdateRun writes updates whose images leave out the same columns.
+func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
+	var set []int
+	mask := make([]byte, 0, len(e.rel.Columns))
+	for i := range e.rel.Columns {
+		if e.tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
+			set = append(set, i)
+			mask = append(mask, '1')
+		} else {
+			mask = append(mask, '0')
+		}
+	}
+	if len(set) == 0 {
+		return nil // nothing to write: every column is unchanged
+	}
+	per := len(e.key) + len(set)
+	conflict, fail := a.wraps('U')
+	width := per
+	if conflict != "" {
+		width++ // the row's key as text, for the conflict record
+	}
+	arrays, each := a.rowForm(rows)
+	return each(rows, width, func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs)), func() (string, []uint32) {
+			types := e.typeNames(e.key, nil)
+			types = e.typeNames(set, types)
+			if conflict != "" {
+				types = append(types, "pg_catalog.text")
+			}
+			var b strings.Builder
+			if conflict != "" {
+				b.WriteString("WITH _v AS (")
+				writeRowSource(&b, arrays, len(rs), types)
+				b.WriteString("), _w AS (")
+			}
+			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
+			for n, i := range set {
+				if n > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(quoteIdent(e.target.Columns[e.tcol[i]].Name))
+				b.WriteString(" = _v.column" + strconv.Itoa(len(e.key)+n+1))
+			}
+			if conflict != "" {
+				b.WriteString(" FROM _v")
+			} else {
+				b.WriteString(" FROM (")
+				writeRowSource(&b, arrays, len(rs), types)
+				b.WriteString(") AS _v")
+			}
+			b.WriteString(" WHERE ")
+			keyMatch(&b, e)
+			var oids []uint32
+			for _, i := range e.key {
+				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
+			}
+			for _, i := range set {
+				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
+			}
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
+		})
+		if err != nil {
+			return err
+		}
+		a.params, a.formats = a.params[:0], a.formats[:0]
+		keyStart := len(a.sess.keys)
+		for _, r := range rs {
+			for _, x := range r.key {
+				a.addCell(x)
+			}
+			for _, i := range set {
+				a.addCell(r.image[i])
+			}
+			if conflict != "" {
+				a.addKeyText(e, r)
+			}
+		}
+		if arrays {
+			a.packArrays(width)
+		}
+		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
+		a.Stats.Updates.Add(int64(len(rs)))
+		return nil
+	})
+}
+
+func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
+	per := len(e.key)
+	conflict, fail := a.wraps('D')
+	width := per
+	if conflict != "" {
+		width++
+	}
+	arrays, each := a.rowForm(rows)
+	return each(rows, width, func(rs []*netRow) error {
+		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs)), func() (string, []uint32) {
+			types := e.typeNames(e.key, nil)
+			if conflict != "" {
+				types = append(types, "pg_catalog.text")
+			}
+			var b strings.Builder
+			if conflict != "" {
+				b.WriteString("WITH _v AS (")
+				writeRowSource(&b, arrays, len(rs), types)
+				b.WriteString("), _w AS (DELETE FROM " + e.target.Quoted + " AS _t USING _v")
+			} else {
+				b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (")
+				writeRowSource(&b, arrays, len(rs), types)
+				b.WriteString(") AS _v")
+			}
+			b.WriteString(" WHERE ")
+			keyMatch(&b, e)
+			var oids []uint32
+			for _, i := range e.key {
+				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
+			}
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
+		})
+		if err != nil {
+			return err
+		}
+		a.params, a.formats = a.params[:0], a.formats[:0]
+		keyStart := len(a.sess.keys)
+		for _, r := range rs {
+			for _, x := range r.key {
+				a.addCell(x)
+			}
+			if conflict != "" {
+				a.addKeyText(e, r)
+			}
+		}
+		if arrays {
+			a.packArrays(width)
+		}
+		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
+		a.Stats.Deletes.Add(int64(len(rs)))
+		return nil
+	})
+}
+
+// finishMissing ends a multi-row UPDATE or DELETE: the parameter types of
+// its rows (oids, one row's worth) and, when the statement handles
+// update_missing or delete_missing itself, the outer statement that records
+// (or, with fail, raises) the rows the change did not find; width is the
+// VALUES list's width, its last column the row's key as text.
+func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width, rows int, oids []uint32) (string, []uint32) {
+	if conflict != "" {
+		oids = append(oids, 25) // the key as text
+	}
+	all := rowParamOIDs(arrays, rows, oids)
+	if conflict == "" {
+		return b.String(), all
+	}
+	ck := "_v.column" + strconv.Itoa(width)
+	b.WriteString(" RETURNING " + ck + ") ")
+	if fail {
+		raiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
+		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) HAVING count(*) > 0")
+	} else {
+		recordInsert(b, conflict, "skipped", len(all)+1, ck)
+		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
+	}
+	return b.String(), append(all, recordOIDs...)
+}
+
+// queueMulti queues a multi-row UPDATE or DELETE whose row parameters are
+// in place: it adds the rows' keys for messages and, when the statement
+// records its own conflicts, the record parameters.
+func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, keyStart int, conflict string, fail bool) {
+	a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
+	if conflict != "" {
+		a.appendRecordParams(e, nil)
+	}
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	q := &a.sess.queued[len(a.sess.queued)-1]
+	q.rows = len(rs)
+	if !fail {
+		q.conflict = conflict
+	}
+}
+
+// addKeyText adds a row's key rendered as text, the key of its conflict
+// record, as a parameter; the text lives in the compactor's arena.
+func (a *Applier) addKeyText(e *relEntry, r *netRow) {
+	c := a.net
+	start := len(c.arena)
+	for j, i := range e.key {
+		if j > 0 {
+			c.arena = append(c.arena, ", "...)
+		}
+		c.arena = append(c.arena, e.rel.Columns[i].Name...)
+		c.arena = append(c.arena, '=')
+		x := r.key[j]
+		c.arena = appendValue(c.arena, &protocol.TupleColumn{Kind: x.kind, Data: c.bytes(x)})
+	}
+	a.params = append(a.params, c.arena[start:len(c.arena):len(c.arena)])
+	a.formats = append(a.formats, 0)
+}
+
+// renderKeys renders the keys of a multi-row statement for messages.
+func (a *Applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
+	for n, r := range rs {
+		if n > 0 {
+			dst = append(dst, "; "...)
+		}
+		if n == 8 {
+			dst = append(dst, "..."...)
+			break
+		}
+		for j, i := range e.key {
+			if j > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = append(dst, e.rel.Columns[i].Name...)
+			dst = append(dst, '=')
+			x := r.key[j]
+			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.kind, Data: a.net.bytes(x)})
+		}
+	}
+	return dst
+}
