@@ -171,7 +171,7 @@ func whole(rows []*netRow, _ int, fn func([]*netRow) error) error {
 
 // rowForm picks the row source of a run: arrays when its values allow,
 // and how to cut the run into statements.
-func (a *Applier) rowForm(rows []*netRow) (arrays bool, each func([]*netRow, int, func([]*netRow) error) error) {
+func rowForm(rows []*netRow) (arrays bool, each func([]*netRow, int, func([]*netRow) error) error) {
 	if arrayRows(rows) {
 		return true, whole
 	}
@@ -186,6 +186,15 @@ func shapeName(kind string, arrays bool, n int) string {
 		return "a" + kind
 	}
 	return "m" + kind + "-" + strconv.Itoa(n)
+}
+
+// typeOIDs appends the type OIDs of the target columns that the source
+// columns idx map to.
+func (e *relEntry) typeOIDs(idx []int, dst []uint32) []uint32 {
+	for _, i := range idx {
+		dst = append(dst, e.target.Columns[e.tcol[i]].TypeOID)
+	}
+	return dst
 }
 
 // typeNames appends the SQL types of the target columns that the source

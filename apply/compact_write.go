@@ -154,7 +154,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		}
 		return nil
 	}
-	arrays, each := a.rowForm(rows)
+	arrays, each := rowForm(rows)
 	return each(rows, len(cols), func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs)), func() (string, []uint32) {
 			var b strings.Builder
@@ -245,7 +245,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if conflict != "" {
 		width++ // the row's key as text, for the conflict record
 	}
-	arrays, each := a.rowForm(rows)
+	arrays, each := rowForm(rows)
 	return each(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs)), func() (string, []uint32) {
 			types := e.typeNames(e.key, nil)
@@ -276,34 +276,14 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
-			var oids []uint32
-			for _, i := range e.key {
-				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
-			}
-			for _, i := range set {
-				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
-			}
+			oids := e.typeOIDs(set, e.typeOIDs(e.key, nil))
 			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
 		})
 		if err != nil {
 			return err
 		}
-		a.params, a.formats = a.params[:0], a.formats[:0]
 		keyStart := len(a.sess.keys)
-		for _, r := range rs {
-			for _, x := range r.key {
-				a.addCell(x)
-			}
-			for _, i := range set {
-				a.addCell(r.image[i])
-			}
-			if conflict != "" {
-				a.addKeyText(e, r)
-			}
-		}
-		if arrays {
-			a.packArrays(width)
-		}
+		a.addKeyedRows(e, rs, set, conflict != "", arrays, width)
 		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
@@ -317,7 +297,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 	if conflict != "" {
 		width++
 	}
-	arrays, each := a.rowForm(rows)
+	arrays, each := rowForm(rows)
 	return each(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs)), func() (string, []uint32) {
 			types := e.typeNames(e.key, nil)
@@ -336,28 +316,13 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
-			var oids []uint32
-			for _, i := range e.key {
-				oids = append(oids, e.target.Columns[e.tcol[i]].TypeOID)
-			}
-			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), e.typeOIDs(e.key, nil))
 		})
 		if err != nil {
 			return err
 		}
-		a.params, a.formats = a.params[:0], a.formats[:0]
 		keyStart := len(a.sess.keys)
-		for _, r := range rs {
-			for _, x := range r.key {
-				a.addCell(x)
-			}
-			if conflict != "" {
-				a.addKeyText(e, r)
-			}
-		}
-		if arrays {
-			a.packArrays(width)
-		}
+		a.addKeyedRows(e, rs, nil, conflict != "", arrays, width)
 		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
@@ -387,6 +352,28 @@ func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width
 		b.WriteString(" FROM _v WHERE " + ck + " NOT IN (SELECT * FROM _w) RETURNING key")
 	}
 	return b.String(), append(all, recordOIDs...)
+}
+
+// addKeyedRows sets the parameters of a multi-row UPDATE (set: the columns
+// it writes) or DELETE (set nil): each row's key, its set values and, when
+// the statement records conflicts, its key as text; in the array form
+// packed into one text[] per column of the row source, width wide.
+func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int) {
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	for _, r := range rs {
+		for _, x := range r.key {
+			a.addCell(x)
+		}
+		for _, i := range set {
+			a.addCell(r.image[i])
+		}
+		if keyText {
+			a.addKeyText(e, r)
+		}
+	}
+	if arrays {
+		a.packArrays(width)
+	}
 }
 
 // queueMulti queues a multi-row UPDATE or DELETE whose row parameters are

@@ -49,12 +49,6 @@ func (e Event) needsOwnTransaction() bool {
 	return false
 }
 
-// GroupOpen reports whether committed source transactions wait in an open
-// target transaction and no further source transaction has started in it:
-// the run loop then flushes them when no message is immediately available.
-// (Once the next transaction has begun, the group waits for its commit.)
-func (a *Applier) GroupOpen() bool { return a.group.count > 0 && !a.machine.InTransaction() }
-
 // Pending reports whether work waits to be committed or confirmed: a
 // group (open, or continued by the source transaction in progress), or a
 // batch in flight. The run loop then waits for the next message only
@@ -79,7 +73,7 @@ func (a *Applier) clock() time.Time {
 	return a.now
 }
 
-// FlushGroup commits the open group, if GroupOpen, and waits for the
+// FlushGroup commits the open group, if any, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
 // before it stops.
 func (a *Applier) FlushGroup(ctx context.Context) error {
