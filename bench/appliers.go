@@ -206,6 +206,7 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string)
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+	r.walapplyCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if err != nil {
 		return 0, 0, output(), err
 	}

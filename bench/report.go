@@ -83,7 +83,9 @@ type Summary struct {
 	Messages int64
 	// PeakRSS is the largest walapply peak RSS of any run, in bytes.
 	PeakRSS int64
-	Notes   []string
+	// BuiltinCPU and WalapplyCPU are the median CPU times of a drain.
+	BuiltinCPU, WalapplyCPU CPU
+	Notes                   []string
 }
 
 // Ratio is walapply's median over builtin's (below 1: walapply is faster);
@@ -136,6 +138,7 @@ func (r *Report) Summaries() []Summary {
 	for _, k := range order {
 		s := Summary{Workload: k.w, Version: k.v}
 		var b, w, dec []time.Duration
+		var bc, wc []CPU
 		for _, res := range groups[k] {
 			if res.Decode > 0 {
 				dec = append(dec, res.Decode)
@@ -149,14 +152,17 @@ func (r *Report) Summaries() []Summary {
 				s.BuiltinFailed++
 			case res.Applier == Builtin:
 				b = append(b, res.Drain)
+				bc = append(bc, res.CPU)
 			case res.Err != nil:
 				s.WalapplyFailed++
 			default:
 				w = append(w, res.Drain)
+				wc = append(wc, res.CPU)
 				s.PeakRSS = max(s.PeakRSS, res.PeakRSS)
 			}
 		}
 		s.Builtin, s.Walapply, s.Decode = statsOf(b), statsOf(w), statsOf(dec)
+		s.BuiltinCPU, s.WalapplyCPU = cpuMedians(bc), cpuMedians(wc)
 		out = append(out, s)
 	}
 	return out
@@ -198,12 +204,12 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-var columns = []string{"workload", "PG", "builtin median (min–max)", "walapply median (min–max)", "walapply/builtin", "decode ceiling", "walapply peak RSS", "messages"}
+var columns = []string{"workload", "PG", "builtin median (min–max)", "walapply median (min–max)", "walapply/builtin", "decode ceiling", "walapply peak RSS", "CPU s: source+target(+walapply)", "messages"}
 
 func (s Summary) cells() []string {
 	return []string{s.Workload, fmt.Sprint(s.Version), formatStats(s.Builtin, s.BuiltinFailed),
 		formatStats(s.Walapply, s.WalapplyFailed), formatRatio(s.Ratio()), formatStats(s.Decode, 0),
-		formatBytes(s.PeakRSS), fmt.Sprint(s.Messages)}
+		formatBytes(s.PeakRSS), formatCPU(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N), fmt.Sprint(s.Messages)}
 }
 
 // WriteText prints the summary table aligned for a terminal, then the

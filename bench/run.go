@@ -37,6 +37,8 @@ type RunResult struct {
 	Drain time.Duration
 	// PeakRSS is walapply's peak resident set in bytes (0 for builtin).
 	PeakRSS int64
+	// CPU is what the clusters and walapply spent during the drain.
+	CPU CPU
 	// Verified says what the source/target comparison covered.
 	Verified Verification
 	// Note records how the run deviated from the plan (e.g. walapply ran
@@ -54,6 +56,8 @@ type runEnv struct {
 	source, target *testenv.Cluster
 	db             string
 	dir            string // scratch directory of the run
+	// walapplyCPU is the CPU time of the last walapply process.
+	walapplyCPU time.Duration
 }
 
 // harness is the state of one Run across its runs.
@@ -170,6 +174,11 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	}
 	log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
 
+	before, err := r.cpuNow()
+	if err != nil {
+		res.Err = err
+		return res
+	}
 	switch a {
 	case Builtin:
 		res.Drain, err = r.drainBuiltin(ctx, w.streamed, h.opts.DrainTimeout)
@@ -180,6 +189,11 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		res.Err = fmt.Errorf("draining with %s: %w", a, err)
 		return res
 	}
+	if res.CPU, err = r.cpuSince(before); err != nil {
+		res.Err = err
+		return res
+	}
+	res.CPU.Walapply = r.walapplyCPU
 	if res.Verified, err = verify(ctx, r.source, r.target, r.db); err != nil {
 		res.Err = err
 		return res
@@ -188,6 +202,7 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	if res.PeakRSS > 0 {
 		msg += fmt.Sprintf("; peak RSS %s", formatBytes(res.PeakRSS))
 	}
+	msg += "; CPU " + res.CPU.String()
 	if res.Note != "" {
 		msg += "; " + res.Note
 	}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/walapply/walapply/testenv"
+)
+
+// CPU accounting. A drain's wall time says how long; the CPU the source
+// cluster, the target cluster and walapply spent during it says where the
+// work was done, and it is far steadier than wall time on a busy machine:
+// the target's CPU per drain is what a change to the SQL walapply sends
+// moves.
+
+// clockTicks is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// CPU is the CPU time spent during one drain.
+type CPU struct {
+	Source, Target time.Duration // every process of the cluster
+	Walapply       time.Duration // the walapply process (0 for builtin)
+}
+
+// clusterCPU returns the CPU time of a cluster's postmaster, of its live
+// children, and of the children it has reaped (counted in the postmaster's
+// cutime and cstime), so that a backend that exited is not lost.
+func clusterCPU(c *testenv.Cluster) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(c.DataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("reading the postmaster's pid: %w", err)
+	}
+	pm, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return 0, fmt.Errorf("reading the postmaster's pid: %w", err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("listing processes: %w", err)
+	}
+	var ticks int64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := procStat(pid)
+		if !ok || (pid != pm && st.ppid != pm) {
+			continue
+		}
+		ticks += st.utime + st.stime
+		if pid == pm {
+			ticks += st.cutime + st.cstime
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+type procStatFields struct {
+	ppid                         int
+	utime, stime, cutime, cstime int64
+}
+
+// procStat reads the parent and the CPU times of a process from
+// /proc/<pid>/stat (proc(5)); ok is false if it is gone or unreadable.
+func procStat(pid int) (procStatFields, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStatFields{}, false
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStatFields{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): ppid is field 4, utime..cstime 14..17.
+	if len(f) < 15 {
+		return procStatFields{}, false
+	}
+	num := func(k int) int64 { n, _ := strconv.ParseInt(f[k-3], 10, 64); return n }
+	return procStatFields{ppid: int(num(4)), utime: num(14), stime: num(15), cutime: num(16), cstime: num(17)}, true
+}
+
+// cpuSnapshot is both clusters' CPU time at one moment.
+type cpuSnapshot struct{ source, target time.Duration }
+
+func (r *runEnv) cpuNow() (cpuSnapshot, error) {
+	s, err := clusterCPU(r.source)
+	if err != nil {
+		return cpuSnapshot{}, err
+	}
+	t, err := clusterCPU(r.target)
+	return cpuSnapshot{s, t}, err
+}
+
+// since is the CPU the clusters spent from before to now.
+func (r *runEnv) cpuSince(before cpuSnapshot) (CPU, error) {
+	now, err := r.cpuNow()
+	return CPU{Source: now.source - before.source, Target: now.target - before.target}, err
+}
+
+// String prints the times in seconds: source, target, and walapply's own
+// when it ran.
+func (c CPU) String() string {
+	s := fmt.Sprintf("source %.2f s, target %.2f s", c.Source.Seconds(), c.Target.Seconds())
+	if c.Walapply > 0 {
+		s += fmt.Sprintf(", walapply %.2f s", c.Walapply.Seconds())
+	}
+	return s
+}
+
+// cpuMedians is the median of each CPU figure over runs.
+func cpuMedians(cs []CPU) CPU {
+	var src, tgt, own []time.Duration
+	for _, c := range cs {
+		src, tgt, own = append(src, c.Source), append(tgt, c.Target), append(own, c.Walapply)
+	}
+	return CPU{Source: statsOf(src).Median, Target: statsOf(tgt).Median, Walapply: statsOf(own).Median}
+}
+
+// formatCPU prints median CPU seconds as source+target, with +walapply's
+// own for walapply: "b 0.9+4.1 · w 0.8+2.0+0.9".
+func formatCPU(b, w CPU, nb, nw int) string {
+	part := func(c CPU, n int) string {
+		if n == 0 {
+			return "–"
+		}
+		out := fmt.Sprintf("%.1f+%.1f", c.Source.Seconds(), c.Target.Seconds())
+		if c.Walapply > 0 {
+			out += fmt.Sprintf("+%.1f", c.Walapply.Seconds())
+		}
+		return out
+	}
+	return "b " + part(b, nb) + " · w " + part(w, nw)
+}

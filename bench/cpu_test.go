@@ -1,0 +1,41 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestProcStat(t *testing.T) {
+	// Burn some CPU so that the process has at least one tick.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for n := 0; time.Now().Before(deadline); n++ {
+	}
+	st, ok := procStat(os.Getpid())
+	if !ok {
+		t.Fatal("cannot read /proc/self/stat")
+	}
+	if st.ppid != os.Getppid() {
+		t.Errorf("ppid %d, want %d", st.ppid, os.Getppid())
+	}
+	if st.utime+st.stime <= 0 {
+		t.Errorf("no CPU time read: %+v", st)
+	}
+	if _, ok := procStat(-1); ok {
+		t.Error("a process that cannot exist was read")
+	}
+}
+
+func TestFormatCPU(t *testing.T) {
+	b := CPU{Source: 900 * time.Millisecond, Target: 4100 * time.Millisecond}
+	w := CPU{Source: 800 * time.Millisecond, Target: 2 * time.Second, Walapply: 900 * time.Millisecond}
+	if got, want := formatCPU(b, w, 3, 3), "b 0.9+4.1 · w 0.8+2.0+0.9"; got != want {
+		t.Errorf("formatCPU = %q, want %q", got, want)
+	}
+	if got, want := formatCPU(b, w, 3, 0), "b 0.9+4.1 · w –"; got != want {
+		t.Errorf("formatCPU without walapply runs = %q, want %q", got, want)
+	}
+	if got := cpuMedians([]CPU{b, w, w}); got != w {
+		t.Errorf("cpuMedians = %+v, want %+v", got, w)
+	}
+}
