@@ -1,46 +1,92 @@
 package apply
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 
 	"github.com/walapply/walapply/protocol"
 )
 
-func TestAppendArrayElem(t *testing.T) {
-	cases := []struct {
-		in   []byte
-		want string
-	}{
-		{nil, `NULL`},
-		{[]byte{}, `""`},
-		{[]byte("NULL"), `"NULL"`},
-		{[]byte(`a"b`), `"a\"b"`},
-		{[]byte(`c\d`), `"c\\d"`},
-		{[]byte(`{x},y`), `"{x},y"`},
-		{[]byte(" spaced "), `" spaced "`},
-		{[]byte("ü\n"), "\"ü\n\""},
+// The binary text[] of two elements, "ab" and NULL, byte by byte.
+func TestPackArraysGolden(t *testing.T) {
+	a := &Applier{}
+	a.params = [][]byte{[]byte("ab"), nil}
+	a.packArrays(1)
+	want := []byte{
+		0, 0, 0, 1, // dimensions
+		0, 0, 0, 1, // has nulls
+		0, 0, 0, 25, // element type text
+		0, 0, 0, 2, // elements
+		0, 0, 0, 1, // lower bound
+		0, 0, 0, 2, 'a', 'b',
+		0xff, 0xff, 0xff, 0xff, // NULL
 	}
-	for _, c := range cases {
-		if got := string(appendArrayElem(nil, c.in)); got != c.want {
-			t.Errorf("appendArrayElem(%q) = %s, want %s", c.in, got, c.want)
+	if len(a.params) != 1 || !bytes.Equal(a.params[0], want) || a.formats[0] != 1 {
+		t.Fatalf("packArrays = %v (format %v), want %v", a.params, a.formats, want)
+	}
+	if got := appendTextArrayHeader(nil, 0, 0); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}) {
+		t.Errorf("empty array header = %v", got)
+	}
+}
+
+// decodeTextArray reads a one-dimensional binary text[] back, nil for NULL.
+func decodeTextArray(t *testing.T, b []byte) [][]byte {
+	t.Helper()
+	u32 := func() uint32 {
+		if len(b) < 4 {
+			t.Fatalf("array truncated")
 		}
+		v := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		return v
 	}
+	if dims := u32(); dims != 1 {
+		t.Fatalf("%d dimensions", dims)
+	}
+	nulls, elem, n, lb := u32(), u32(), u32(), u32()
+	if elem != textOID || lb != 1 {
+		t.Fatalf("element type %d, lower bound %d", elem, lb)
+	}
+	var out [][]byte
+	sawNull := false
+	for i := uint32(0); i < n; i++ {
+		l := u32()
+		if l == 0xFFFFFFFF {
+			out, sawNull = append(out, nil), true
+			continue
+		}
+		if int(l) > len(b) {
+			t.Fatalf("element %d truncated", i)
+		}
+		out, b = append(out, b[:l:l]), b[l:]
+	}
+	if len(b) != 0 || (nulls == 1) != sawNull {
+		t.Fatalf("%d bytes left, has-nulls flag %d, nulls seen %v", len(b), nulls, sawNull)
+	}
+	return out
 }
 
 func TestPackArrays(t *testing.T) {
 	a := &Applier{}
 	// two rows of three values, row by row
-	a.params = [][]byte{[]byte("1"), nil, []byte(`x"`), []byte("2"), []byte(""), []byte(`\`)}
+	a.params = [][]byte{[]byte("1"), nil, []byte(`x"`), []byte("2"), []byte(""), []byte("{\\}, NULL")}
 	a.formats = []int16{0, 0, 0, 0, 0, 0}
 	a.packArrays(3)
-	want := []string{`{"1","2"}`, `{NULL,""}`, `{"x\"","\\"}`}
+	want := [][][]byte{{[]byte("1"), []byte("2")}, {nil, {}}, {[]byte(`x"`), []byte("{\\}, NULL")}}
 	if len(a.params) != len(want) || len(a.formats) != len(want) {
 		t.Fatalf("packArrays: %d params, %d formats, want %d", len(a.params), len(a.formats), len(want))
 	}
 	for i, w := range want {
-		if string(a.params[i]) != w || a.formats[i] != 0 {
-			t.Errorf("column %d: %s (format %d), want %s", i, a.params[i], a.formats[i], w)
+		got := decodeTextArray(t, a.params[i])
+		if a.formats[i] != 1 || len(got) != len(w) {
+			t.Fatalf("column %d: %q (format %d), want %q", i, got, a.formats[i], w)
+		}
+		for j := range w {
+			if (got[j] == nil) != (w[j] == nil) || !bytes.Equal(got[j], w[j]) {
+				t.Errorf("column %d row %d: %q, want %q", i, j, got[j], w[j])
+			}
 		}
 	}
 }
@@ -75,7 +121,7 @@ func TestCompactorKeepsFirstEmptyValue(t *testing.T) {
 }
 
 // BenchmarkPackArrays packs a pgbench-like run (2,000 rows of four values,
-// one of them 84 characters) into text[] literals.
+// one of them 84 characters) into binary text[] parameters.
 func BenchmarkPackArrays(b *testing.B) {
 	a := &Applier{}
 	filler := []byte(strings.Repeat(" ", 84))
