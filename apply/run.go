@@ -128,6 +128,15 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 		// compiling it took half a second per table, for nothing.
 		pc.RuntimeParams["jit"] = "off"
 	}
+	if _, set := pc.RuntimeParams["plan_cache_mode"]; !set {
+		// The statements are prepared once and run thousands of times,
+		// the multi-row ones with arrays whose size a custom plan would
+		// re-plan for at every execution: a 50-table backlog spent a
+		// quarter of the target's CPU planning (2.78 s against 2.10 s
+		// with generic plans). Rows are found by key, so the generic plan
+		// is an index lookup per row, whatever the number of rows.
+		pc.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the target (%s): %w", role, err)
