@@ -36,8 +36,11 @@ import (
 // with NoCompaction (--no-compaction) if such triggers need every change.
 
 // maxCompactRows bounds the rows held for compaction before they are
-// written out.
-const maxCompactRows = 5000
+// written out (and maxBatchBytes the bytes of their values). Every write-out
+// costs one statement per table and kind of change whatever the number of
+// rows, so the bound is high: on a 50-table backlog the target spent 2.78 s
+// of CPU with 5,000 rows, 1.82 s with 20,000 (peak RSS 26.6 and 27.6 MiB).
+const maxCompactRows = 20000
 
 // netKind is the net change to one row within a group.
 type netKind uint8
