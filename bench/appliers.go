@@ -62,6 +62,9 @@ func (r *runEnv) drainBuiltin(ctx context.Context, streamed bool, timeout time.D
 		return nil
 	})
 	d := time.Since(start)
+	if err == nil {
+		err = r.drained(0)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -199,6 +202,9 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string)
 	})
 	d := time.Since(start)
 	hwm := vmHWM(cmd.Process.Pid)
+	if err == nil {
+		err = r.drained(cmd.Process.Pid)
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -206,7 +212,6 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string)
 		_ = cmd.Process.Kill()
 		<-exited
 	}
-	r.walapplyCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if err != nil {
 		return 0, 0, output(), err
 	}

@@ -99,10 +99,23 @@ func (r *runEnv) cpuNow() (cpuSnapshot, error) {
 	return cpuSnapshot{s, t}, err
 }
 
-// since is the CPU the clusters spent from before to now.
-func (r *runEnv) cpuSince(before cpuSnapshot) (CPU, error) {
+// drained records the CPU spent since r.cpuStart, at the moment the marker
+// arrived and before anything is stopped: a backend that exits is counted
+// in its postmaster's cutime only once reaped, and one reaped in the middle
+// of a scan of /proc would be lost. pid is the walapply process, 0 for
+// builtin.
+func (r *runEnv) drained(pid int) error {
 	now, err := r.cpuNow()
-	return CPU{Source: now.source - before.source, Target: now.target - before.target}, err
+	if err != nil {
+		return err
+	}
+	r.cpu = CPU{Source: now.source - r.cpuStart.source, Target: now.target - r.cpuStart.target}
+	if pid > 0 {
+		if st, ok := procStat(pid); ok {
+			r.cpu.Walapply = time.Duration(st.utime+st.stime) * time.Second / clockTicks
+		}
+	}
+	return nil
 }
 
 // String prints the times in seconds: source, target, and walapply's own

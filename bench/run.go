@@ -56,8 +56,10 @@ type runEnv struct {
 	source, target *testenv.Cluster
 	db             string
 	dir            string // scratch directory of the run
-	// walapplyCPU is the CPU time of the last walapply process.
-	walapplyCPU time.Duration
+	// cpuStart is the clusters' CPU before the drain, cpu what the drain
+	// spent (drained).
+	cpuStart cpuSnapshot
+	cpu      CPU
 }
 
 // harness is the state of one Run across its runs.
@@ -174,8 +176,7 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	}
 	log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
 
-	before, err := r.cpuNow()
-	if err != nil {
+	if r.cpuStart, err = r.cpuNow(); err != nil {
 		res.Err = err
 		return res
 	}
@@ -189,11 +190,7 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		res.Err = fmt.Errorf("draining with %s: %w", a, err)
 		return res
 	}
-	if res.CPU, err = r.cpuSince(before); err != nil {
-		res.Err = err
-		return res
-	}
-	res.CPU.Walapply = r.walapplyCPU
+	res.CPU = r.cpu
 	if res.Verified, err = verify(ctx, r.source, r.target, r.db); err != nil {
 		res.Err = err
 		return res
