@@ -1,55 +1,15 @@
 package apply_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
 )
-
-// caughtUpOrStopped waits until the slot has confirmed everything the
-// source had written when it was called (nil), or the applier stops by
-// itself (its error).
-func (h *harness) caughtUpOrStopped(slot string, timeout time.Duration) error {
-	h.t.Helper()
-	conn, err := h.pair.Source.Connect(h.ctx, "postgres")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer conn.Close(h.ctx)
-	var target string
-	if err := conn.QueryRow(h.ctx, "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
-		h.t.Fatal(err)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok *bool
-		err := conn.QueryRow(h.ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", target, slot).Scan(&ok)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			h.t.Fatal(err)
-		}
-		if ok != nil && *ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("slot %s did not confirm %s within %s", slot, target, timeout)
-		}
-		select {
-		case err := <-h.applierDone:
-			if err == nil {
-				err = errors.New("the applier stopped without an error")
-			}
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // hugeValue replicates one text value of size bytes, then an update of
 // another column of its row (the value travels as unchanged TOAST) and a
@@ -64,7 +24,7 @@ func hugeValue(t *testing.T, version, size int, source map[string]string) {
 	h.source(`INSERT INTO big VALUES (0, 'before', 'x')`)
 	cfg := h.secConfig("huge", "pub", nil)
 	stop := h.runApplier(cfg)
-	if err := h.caughtUpOrStopped("huge", time.Minute); err != nil {
+	if err := h.waitConfirmed("huge", time.Minute, h.applierStopped); err != nil {
 		t.Fatal(err)
 	}
 	before := h.secOrigin("huge")
@@ -73,7 +33,7 @@ func hugeValue(t *testing.T, version, size int, source map[string]string) {
 	h.source(fmt.Sprintf(`INSERT INTO big VALUES (1, 'a', repeat('0123456789abcdef', %d))`, size/16),
 		`UPDATE big SET note = 'b' WHERE id = 1`,
 		`INSERT INTO big VALUES (2, 'after', 'y')`)
-	err := h.caughtUpOrStopped("huge", 10*time.Minute)
+	err := h.waitConfirmed("huge", 10*time.Minute, h.applierStopped)
 	stopErr := stop()
 	query := `SELECT id || ' ' || note || ' ' || length(v) || ' ' || md5(v) FROM big`
 	if err == nil {

@@ -103,6 +103,31 @@ func (h *harness) createSlot(slot string) {
 // had written when it was called.
 func (h *harness) waitCaughtUp(slot string, timeout time.Duration) {
 	h.t.Helper()
+	if err := h.waitConfirmed(slot, timeout, h.applierStopped); err != nil {
+		h.t.Fatalf("waiting for slot %s to confirm the source's position: %v", slot, err)
+	}
+}
+
+// applierStopped returns why the in-process applier stopped, nil while it
+// runs.
+func (h *harness) applierStopped() error {
+	select {
+	case err := <-h.applierDone:
+		if err == nil {
+			err = errors.New("the applier stopped without an error")
+		}
+		return err
+	default:
+		return nil
+	}
+}
+
+// waitConfirmed waits until the slot has confirmed everything the source
+// had written when it was called (nil). stopped, asked between checks,
+// ends the wait with its error when the applier has stopped; running out
+// of time fails the test.
+func (h *harness) waitConfirmed(slot string, timeout time.Duration, stopped func() error) error {
+	h.t.Helper()
 	conn, err := h.pair.Source.Connect(h.ctx, "postgres")
 	if err != nil {
 		h.t.Fatal(err)
@@ -120,16 +145,15 @@ func (h *harness) waitCaughtUp(slot string, timeout time.Duration) {
 			h.t.Fatal(err)
 		}
 		if ok != nil && *ok {
-			return
+			return nil
+		}
+		if err := stopped(); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("slot %s did not confirm %s within %s", slot, target, timeout)
 		}
-		select {
-		case err := <-h.applierDone:
-			h.t.Fatalf("the applier stopped while waiting for slot %s to confirm %s: %v", slot, target, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

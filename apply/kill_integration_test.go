@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,13 +43,10 @@ func walapplyBinary(t *testing.T) string {
 	return binaryPath
 }
 
-// applierProcess runs walapply as a child process.
+// applierProcess runs walapply as a child process, its output in a file.
 type applierProcess struct {
-	t    *testing.T
-	args []string
-	log  *os.File
-	cmd  *exec.Cmd
-	done chan error
+	childProcess
+	log *os.File
 }
 
 func (h *harness) applierProcess(slot, pub string, extra ...string) *applierProcess {
@@ -62,7 +58,7 @@ func (h *harness) applierProcess(slot, pub string, extra ...string) *applierProc
 	args := append([]string{"run", "--source", h.pair.Source.ConnString("postgres"), "--target", h.pair.Target.ConnString("postgres"),
 		"--slot", slot, "--publication", pub, "--feedback-interval", "100ms", "--log-format", "json",
 		"--spill-dir", filepath.Join(h.t.TempDir(), "spill")}, extra...)
-	p := &applierProcess{t: h.t, args: append([]string{bin}, args...), log: logf}
+	p := &applierProcess{childProcess: childProcess{t: h.t, args: append([]string{bin}, args...), out: logf}, log: logf}
 	h.t.Cleanup(func() {
 		p.kill()
 		logf.Close()
@@ -77,46 +73,6 @@ func (h *harness) applierProcess(slot, pub string, extra ...string) *applierProc
 		}
 	})
 	return p
-}
-
-func (p *applierProcess) start() {
-	p.t.Helper()
-	p.cmd = exec.Command(p.args[0], p.args[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	p.done = done
-	go func() { done <- p.cmd.Wait() }()
-}
-
-func (p *applierProcess) kill() {
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.cmd = nil
-}
-
-// stop sends SIGTERM and checks the clean exit (status 0).
-func (p *applierProcess) stop() {
-	p.t.Helper()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.cmd = nil
-		if err != nil {
-			p.t.Errorf("walapply did not exit cleanly on SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		p.t.Error("walapply did not stop within 30s of SIGTERM")
-		p.kill()
-	}
 }
 
 // pgbench runs the TPC-B-like workload on the source: clients × txns.

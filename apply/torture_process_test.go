@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,12 +21,8 @@ import (
 // fault lowers the process's file size limit (RLIMIT_FSIZE), which would
 // otherwise hit its log too.
 type tortureApplier struct {
-	t    *testing.T
-	args []string
-	log  *lineLog
-	cmd  *exec.Cmd
-	done chan error
-	runs int // processes started
+	childProcess
+	log *lineLog
 }
 
 // newTortureApplier prepares the process; its log is kept (and its path
@@ -45,7 +38,7 @@ func newTortureApplier(t *testing.T, args ...string) *tortureApplier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tortureApplier{t: t, args: append([]string{walapplyBinary(t)}, args...), log: l}
+	p := &tortureApplier{childProcess: childProcess{t: t, args: append([]string{walapplyBinary(t)}, args...), out: l}, log: l}
 	t.Cleanup(func() {
 		p.kill()
 		l.close()
@@ -56,50 +49,6 @@ func newTortureApplier(t *testing.T, args ...string) *tortureApplier {
 		os.RemoveAll(dir)
 	})
 	return p
-}
-
-func (p *tortureApplier) start() {
-	p.t.Helper()
-	p.cmd = exec.Command(p.args[0], p.args[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	// The applier must not outlive the test binary.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.runs++
-	done := make(chan error, 1)
-	p.done = done
-	go func() { done <- p.cmd.Wait() }()
-}
-
-// kill SIGKILLs the process and waits for it.
-func (p *tortureApplier) kill() {
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.cmd = nil
-}
-
-// stop sends SIGTERM and checks for a clean exit.
-func (p *tortureApplier) stop() {
-	p.t.Helper()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.cmd = nil
-		if err != nil {
-			p.t.Errorf("walapply did not exit cleanly on SIGTERM: %v", err)
-		}
-	case <-time.After(time.Minute):
-		p.t.Error("walapply did not stop within a minute of SIGTERM")
-		p.kill()
-	}
 }
 
 // exited returns why the process ended if it ended by itself (nil while

@@ -4,7 +4,6 @@ package apply_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/internal/faultproxy"
 	"github.com/walapply/walapply/testenv"
 )
@@ -247,28 +245,8 @@ func proxiedConnString(p *faultproxy.Proxy) string {
 // stops meanwhile.
 func waitCaughtUpProcess(h *harness, p *tortureApplier, slot string, timeout time.Duration) {
 	h.t.Helper()
-	conn := h.conn(true)
-	var target string
-	if err := conn.QueryRow(h.ctx, "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
-		h.t.Fatal(err)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok *bool
-		err := conn.QueryRow(h.ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", target, slot).Scan(&ok)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			h.t.Fatal(err)
-		}
-		if ok != nil && *ok {
-			return
-		}
-		if err := p.exited(); err != nil {
-			h.t.Fatalf("%v while catching up", err)
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("slot %s did not confirm %s within %s", slot, target, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := h.waitConfirmed(slot, timeout, p.exited); err != nil {
+		h.t.Fatalf("%v while catching up", err)
 	}
 }
 

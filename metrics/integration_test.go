@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/metrics"
+	"github.com/walapply/walapply/metrics/metricstest"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 
 		c := metrics.New(metrics.Options{})
 		base := serve(t, c)
-		if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "not connected") {
+		if code, body := metricstest.Get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "not connected") {
 			t.Errorf("/readyz before the applier runs: %d %q", code, body)
 		}
 		r, err := apply.Start(ctx, apply.Config{
@@ -89,10 +90,10 @@ func TestMetricsOverHTTP(t *testing.T) {
 		if ts := after["walapply_last_commit_timestamp_seconds"]; ts < float64(time.Now().Add(-time.Hour).Unix()) {
 			t.Errorf("walapply_last_commit_timestamp_seconds = %v, want the last source commit's time", ts)
 		}
-		if code, body := get(t, base+"/readyz"); code != 200 {
+		if code, body := metricstest.Get(t, base+"/readyz"); code != 200 {
 			t.Errorf("/readyz caught up: %d %q", code, body)
 		}
-		if code, _ := get(t, base+"/healthz"); code != 200 {
+		if code, _ := metricstest.Get(t, base+"/healthz"); code != 200 {
 			t.Errorf("/healthz: %d", code)
 		}
 
@@ -151,7 +152,7 @@ func (m *metricsWatcher) wait(what string, ok func(map[string]float64) bool) map
 		giveUp = time.After(time.Until(d) * 9 / 10)
 	}
 	for {
-		v := scrape(m.t, m.url)
+		v := metricstest.Scrape(m.t, m.url)
 		if ok(v) {
 			return v
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/metrics"
+	"github.com/walapply/walapply/metrics/metricstest"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -89,7 +90,7 @@ func TestCountersOverSessions(t *testing.T) {
 		Progress: apply.Progress{Received: 0x3000, Applied: 0x2800, Flushed: 0x2800}})
 	s2.Updates.Add(7) // between observations: read live at the scrape
 
-	got := scrape(t, srv+"/metrics")
+	got := metricstest.Scrape(t, srv+"/metrics")
 	want := map[string]float64{
 		`walapply_rows_total{operation="insert"}`:         9,
 		`walapply_rows_total{operation="update"}`:         7,
@@ -131,19 +132,19 @@ func TestProbes(t *testing.T) {
 	clk := &clock{now: t0}
 	c := metrics.New(metrics.Options{Now: clk.Now, ReadyMaxLag: 10 * time.Second})
 	srv := serve(t, c)
-	if code, body := get(t, srv+"/healthz"); code != 200 || body != "ok\n" {
+	if code, body := metricstest.Get(t, srv+"/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
-	if code, body := get(t, srv+"/readyz"); code != 503 || !strings.Contains(body, "not connected") {
+	if code, body := metricstest.Get(t, srv+"/readyz"); code != 503 || !strings.Contains(body, "not connected") {
 		t.Errorf("/readyz before connecting: %d %q", code, body)
 	}
 	c.Connected(0)
 	c.Observe(apply.Observation{Time: t0, CaughtUp: true, LagKnown: true, Stats: &apply.Stats{}})
-	if code, body := get(t, srv+"/readyz"); code != 200 || body != "caught up\n" {
+	if code, body := metricstest.Get(t, srv+"/readyz"); code != 200 || body != "caught up\n" {
 		t.Errorf("/readyz caught up: %d %q", code, body)
 	}
 	clk.now = t0.Add(11 * time.Second)
-	if code, body := get(t, srv+"/readyz"); code != 503 || !strings.Contains(body, "no progress report for 11s (more than 10s)") {
+	if code, body := metricstest.Get(t, srv+"/readyz"); code != 503 || !strings.Contains(body, "no progress report for 11s (more than 10s)") {
 		t.Errorf("/readyz with a stale report: %d %q", code, body)
 	}
 	resp, err := http.Post(srv+"/readyz", "text/plain", nil)

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/walapply/walapply/metrics/metricstest"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -50,18 +47,18 @@ func TestRunMetricsAddr(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	for code, body := httpGet(t, base+"/readyz"); code != 200; code, body = httpGet(t, base+"/readyz") {
+	for code, body := metricstest.Get(t, base+"/readyz"); code != 200; code, body = metricstest.Get(t, base+"/readyz") {
 		if code != 503 {
 			t.Fatalf("/readyz: %d %q", code, body)
 		}
 		until("/readyz to answer ready")
 	}
-	if code, body := httpGet(t, base+"/healthz"); code != 200 || body != "ok\n" {
+	if code, body := metricstest.Get(t, base+"/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	statusMust(t, pair.Source.Exec(ctx, "INSERT INTO t SELECT generate_series(1, 10)"))
 	for {
-		m := promSamples(t, base+"/metrics")
+		m := metricstest.Scrape(t, base+"/metrics")
 		if m[`walapply_rows_total{operation="insert"}`] == 10 && m["walapply_caught_up"] == 1 && m["walapply_connected"] == 1 {
 			break
 		}
@@ -76,42 +73,4 @@ func TestRunMetricsAddr(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("the metrics server still answers after run returned")
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
-// promSamples reads a Prometheus text page into series -> value.
-func promSamples(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	code, body := httpGet(t, url)
-	if code != 200 {
-		t.Fatalf("GET %s: %d", url, code)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			t.Fatalf("GET %s: malformed line %q", url, line)
-		}
-		out[line[:i]] = v
-	}
-	return out
 }
