@@ -61,6 +61,7 @@ func ConnectReplication(ctx context.Context, connString string) (*ReplConn, erro
 	cfg.BuildContextWatcherHandler = func(pg *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pg.Conn()}
 	}
+	cfg.DialFunc = coalescing(cfg.DialFunc, coalescePause)
 	pg, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, &redactedError{msg: "protocol: connect to the source for replication: " + scrubPasswords(err.Error(), connString, cfg.Password), err: err}
