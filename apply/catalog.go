@@ -15,7 +15,11 @@ type targetColumn struct {
 	// CastType names the column's type without its modifier, for casts
 	// (compact_rows.go): a cast to varchar(3) or char(4) would truncate
 	// silently where assigning to the column raises an error.
-	CastType  string
+	CastType string
+	// ArrayOID is the column type's array type, for binary values sent as
+	// one typed array per column (compact_rows.go); 0 when it has none or
+	// is composite (or a domain over one), whose unnest() would expand.
+	ArrayOID  uint32
 	Generated bool // GENERATED ALWAYS: never written
 	HasEq     bool // the type has an equality operator (see typesWithEquality)
 	// EqSchema is the schema of that operator when it lies outside
@@ -53,7 +57,16 @@ type querier interface {
 const targetTableSQL = `
 SELECT c.oid, c.relkind, a.attname, a.atttypid, a.attgenerated <> '',
        pg_catalog.format_type(a.atttypid, a.atttypmod),
-       pg_catalog.quote_ident(tn.nspname) || '.' || pg_catalog.quote_ident(ty.typname)
+       pg_catalog.quote_ident(tn.nspname) || '.' || pg_catalog.quote_ident(ty.typname),
+       -- no typed array for composites and domains over them: unnest() in
+       -- ROWS FROM would expand their fields into columns
+       CASE WHEN ty.typtype = 'c' OR (ty.typtype = 'd' AND EXISTS (
+                WITH RECURSIVE b(oid) AS (
+                    SELECT ty.typbasetype
+                  UNION ALL
+                    SELECT bt.typbasetype FROM pg_catalog.pg_type bt JOIN b ON bt.oid = b.oid WHERE bt.typtype = 'd')
+                SELECT 1 FROM b JOIN pg_catalog.pg_type bt ON bt.oid = b.oid WHERE bt.typtype = 'c'))
+            THEN 0 ELSE ty.typarray END
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_catalog.pg_attribute a
@@ -81,8 +94,9 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 			generated *bool
 			typeName  *string
 			castType  *string
+			arrayOID  *uint32
 		)
-		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName, &castType); err != nil {
+		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName, &castType, &arrayOID); err != nil {
 			return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
 		}
 		found = true
@@ -91,7 +105,7 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 			continue // a table without columns
 		}
 		t.byName[*attname] = len(t.Columns)
-		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, CastType: *castType, Generated: *generated})
+		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, CastType: *castType, ArrayOID: *arrayOID, Generated: *generated})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)

@@ -20,7 +20,7 @@ import (
 //
 // The VALUES form has one parameter per value, so a run of rows is cut
 // into chunks (chunkSizes) and each chunk size is a statement of its own.
-// The array form has one text[] parameter per column, whatever the number
+// The array form has one array parameter per column, whatever the number
 // of rows: every run of one table and kind of change is one statement, and
 // one prepared statement. A group of 2,000 small transactions over 50
 // tables then costs about 150 statements on the target instead of about
@@ -30,8 +30,11 @@ import (
 // without their modifiers (a cast to varchar(3) would truncate where the
 // assignment to the column raises an error, as PostgreSQL's subscriber
 // does); the cast is the type's input function, as for a typed parameter.
-// The array form needs text-format values: a run holding a binary value
-// (--binary), or a value over maxArrayValue, uses VALUES.
+// Binary values (--binary) travel in an array of the column's own type
+// instead, unnest($n) with no cast: the target runs the type's receive
+// function on each element, as for a binary parameter. A run in which one
+// column mixes text and binary values, a binary column whose type has no
+// array type, or a value over maxArrayValue uses VALUES.
 
 // textArrayOID and textOID are the type OIDs of text[] and text.
 const (
@@ -45,41 +48,96 @@ const (
 // applier does not need to spend.
 const maxArrayValue = 1 << 20
 
-// arrayRows reports whether a run of rows can use the array form: no cell
-// that is written is in binary format or larger than maxArrayValue.
-func arrayRows(rows []*netRow) bool {
-	ok := func(x cell) bool { return x.kind != protocol.ColumnBinary && x.len <= maxArrayValue }
+// binaryCols marks, for a run of rows, the positions of netRow.key and
+// netRow.image whose values are binary.
+type binaryCols struct {
+	key, image []bool
+}
+
+// arrayRows reports whether a run of rows can use the array form: no value
+// larger than maxArrayValue, no position holding both text and binary
+// values, and every binary one of a type that has an array type; and which
+// positions are binary.
+func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
+	bin := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
+	text := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
 	for _, r := range rows {
-		for _, x := range r.key {
-			if !ok(x) {
-				return false
+		for part, cells := range [2][]cell{r.key, r.image} {
+			b, t := bin.key, text.key
+			if part == 1 {
+				b, t = bin.image, text.image
 			}
-		}
-		for _, x := range r.image {
-			if !ok(x) {
-				return false
+			for i, x := range cells {
+				if part == 1 && e.tcol[i] < 0 {
+					continue // not written
+				}
+				if x.len > maxArrayValue {
+					return false, bin
+				}
+				switch x.kind {
+				case protocol.ColumnBinary:
+					b[i] = true
+				case protocol.ColumnText:
+					t[i] = true
+				}
+				if b[i] && t[i] {
+					return false, bin
+				}
 			}
 		}
 	}
-	return true
+	for k, b := range bin.key {
+		if b && e.column(e.key[k]).ArrayOID == 0 {
+			return false, bin
+		}
+	}
+	for i, b := range bin.image {
+		if b && e.tcol[i] >= 0 && e.column(i).ArrayOID == 0 {
+			return false, bin
+		}
+	}
+	return true, bin
+}
+
+// column returns the target column that source column i maps to.
+func (e *relEntry) column(i int) *targetColumn { return &e.target.Columns[e.tcol[i]] }
+
+// arrayTypes appends, for the row-source columns made of source columns
+// idx, the array type of each whose values are binary (binary(n) for the
+// n-th of them), 0 for text.
+func (e *relEntry) arrayTypes(dst []uint32, idx []int, binary func(n int) bool) []uint32 {
+	for n, i := range idx {
+		t := uint32(0)
+		if binary(n) {
+			t = e.column(i).ArrayOID
+		}
+		dst = append(dst, t)
+	}
+	return dst
 }
 
 // writeRowSource writes the row source of n rows whose columns have the
 // given SQL types: VALUES, or with arrays the unnest form, its parameters
-// numbered from $1.
-func writeRowSource(b *strings.Builder, arrays bool, n int, types []string) {
+// numbered from $1. arrs, in the array form, gives each column's array type
+// when its values are binary (0: text[] cast to the type).
+func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs []uint32) {
 	if !arrays {
 		b.WriteString("VALUES ")
 		valuesList(b, n, len(types), 1)
 		return
 	}
+	typed := func(i int) bool { return i < len(arrs) && arrs[i] != 0 }
 	b.WriteString("SELECT ")
 	for i, t := range types {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		c := strconv.Itoa(i + 1)
-		b.WriteString("_a.c" + c + "::" + t + " AS column" + c)
+		if typed(i) {
+			b.WriteString("_a.c" + c + " AS column" + c)
+		} else {
+			b.WriteString("_a.c" + c + "::" + t + " AS column" + c)
+		}
 	}
 	b.WriteString(" FROM ROWS FROM (")
 	for i := range types {
@@ -88,7 +146,10 @@ func writeRowSource(b *strings.Builder, arrays bool, n int, types []string) {
 		}
 		b.WriteString("pg_catalog.unnest(")
 		writeParam(b, i+1)
-		b.WriteString("::pg_catalog.text[])")
+		if !typed(i) {
+			b.WriteString("::pg_catalog.text[]")
+		}
+		b.WriteString(")")
 	}
 	b.WriteString(") AS _a(")
 	for i := range types {
@@ -101,12 +162,16 @@ func writeRowSource(b *strings.Builder, arrays bool, n int, types []string) {
 }
 
 // rowParamOIDs are the parameter types of a row source: one row's oids
-// repeated n times, or with arrays one text[] per column.
-func rowParamOIDs(arrays bool, n int, oids []uint32) []uint32 {
+// repeated n times, or with arrays one array per column: its type from
+// arrs where binary, else text[].
+func rowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
 	if arrays {
 		all := make([]uint32, len(oids))
 		for i := range all {
 			all[i] = textArrayOID
+			if i < len(arrs) && arrs[i] != 0 {
+				all[i] = arrs[i]
+			}
 		}
 		return all
 	}
@@ -118,13 +183,14 @@ func rowParamOIDs(arrays bool, n int, oids []uint32) []uint32 {
 }
 
 // packArrays turns the parameters queued row by row (rows of width
-// values, nil for NULL) into width text[] parameters, one per column, in
+// values, nil for NULL) into width array parameters, one per column, in
 // the binary array format (array_recv): a header, then each element as its
 // length and bytes. The target copies the bytes as they are, where the text
 // form of an array would have to be scanned for quotes and escapes
 // (array_in was a quarter of the target's time on a pgbench backlog), and
-// nothing needs escaping here either.
-func (a *Applier) packArrays(width int) {
+// nothing needs escaping here either. elems gives each column's element
+// type when its values are binary (0 or missing: text).
+func (a *Applier) packArrays(width int, elems []uint32) {
 	rows := len(a.params) / width
 	buf := a.arrayBuf[:0]
 	ends := a.arrayEnds[:0]
@@ -136,7 +202,11 @@ func (a *Applier) packArrays(width int) {
 				break
 			}
 		}
-		buf = appendTextArrayHeader(buf, rows, nulls)
+		elem := uint32(textOID)
+		if c < len(elems) && elems[c] != 0 {
+			elem = elems[c]
+		}
+		buf = appendArrayHeader(buf, elem, rows, nulls)
 		for r := 0; r < rows; r++ {
 			buf = appendArrayElem(buf, a.params[r*width+c])
 		}
@@ -152,19 +222,19 @@ func (a *Applier) packArrays(width int) {
 	}
 }
 
-// appendTextArrayHeader appends the header of a one-dimensional text[] of
-// n elements in binary format: dimensions, the has-nulls flag, the element
-// type, then the length and lower bound (1) of the dimension. An empty
-// array has no dimension.
-func appendTextArrayHeader(dst []byte, n int, nulls uint32) []byte {
+// appendArrayHeader appends the header of a one-dimensional array of n
+// elements of type elem in binary format: dimensions, the has-nulls flag,
+// the element type, then the length and lower bound (1) of the dimension.
+// An empty array has no dimension.
+func appendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
 	if n == 0 {
 		dst = binary.BigEndian.AppendUint32(dst, 0)
 		dst = binary.BigEndian.AppendUint32(dst, 0)
-		return binary.BigEndian.AppendUint32(dst, textOID)
+		return binary.BigEndian.AppendUint32(dst, elem)
 	}
 	dst = binary.BigEndian.AppendUint32(dst, 1)
 	dst = binary.BigEndian.AppendUint32(dst, nulls)
-	dst = binary.BigEndian.AppendUint32(dst, textOID)
+	dst = binary.BigEndian.AppendUint32(dst, elem)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
 	return binary.BigEndian.AppendUint32(dst, 1)
 }
@@ -187,23 +257,46 @@ func whole(rows []*netRow, _ int, fn func([]*netRow) error) error {
 	return fn(rows)
 }
 
-// rowForm picks the row source of a run: arrays when its values allow,
-// and how to cut the run into statements.
-func rowForm(rows []*netRow) (arrays bool, each func([]*netRow, int, func([]*netRow) error) error) {
-	if arrayRows(rows) {
-		return true, whole
+// rowForm picks the row source of a run: arrays when its values allow
+// (with the positions holding binary values), and how to cut the run into
+// statements.
+func rowForm(e *relEntry, rows []*netRow) (arrays bool, bin binaryCols, each func([]*netRow, int, func([]*netRow) error) error) {
+	if ok, bin := arrayRows(e, rows); ok {
+		return true, bin, whole
 	}
-	return false, chunks
+	return false, binaryCols{}, chunks
 }
 
 // shapeName names a multi-row statement's shape for the relation's
-// statement cache: the kind of change (and column mask), and the row count
-// for the VALUES form.
-func shapeName(kind string, arrays bool, n int) string {
+// statement cache: the kind of change (and column mask), the row count for
+// the VALUES form, and for the array form which columns are binary.
+func shapeName(kind string, arrays bool, n int, arrs []uint32) string {
 	if arrays {
-		return "a" + kind
+		name := []byte("a" + kind + "-")
+		for _, t := range arrs {
+			if t != 0 {
+				name = append(name, 'b')
+			} else {
+				name = append(name, 't')
+			}
+		}
+		return string(name)
 	}
 	return "m" + kind + "-" + strconv.Itoa(n)
+}
+
+// elemTypes appends the element types of typed arrays for packArrays: the
+// column type of source column idx[n] where arrs[n] is an array type, 0
+// for text.
+func (e *relEntry) elemTypes(dst []uint32, idx []int, arrs []uint32) []uint32 {
+	for n, i := range idx {
+		t := uint32(0)
+		if n < len(arrs) && arrs[n] != 0 {
+			t = e.column(i).TypeOID
+		}
+		dst = append(dst, t)
+	}
+	return dst
 }
 
 // typeOIDs appends the type OIDs of the target columns that the source

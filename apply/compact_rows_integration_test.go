@@ -13,8 +13,9 @@ import (
 // braces, commas, the word NULL, empty strings and real NULLs, arrays
 // (which must not be flattened), a type whose array delimiter is ';', a
 // composite, a domain, an enum and a type in another schema, bytea, json,
-// and quoted column names; then again with --binary, where the VALUES
-// form is used.
+// and quoted column names; then again with --binary, where odd's and
+// withpair's rows use the VALUES form (array and composite columns) and
+// plain's travel as typed arrays.
 func TestCompactionRowSources(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
@@ -28,8 +29,15 @@ func TestCompactionRowSources(t *testing.T) {
 				`CREATE TABLE odd ("Key" int PRIMARY KEY, "t, x" text, ia int[], ta text[], bx box, pr pair,
 					d pos, m "Other"."Mood", b bytea, j jsonb, n numeric(8,2), c char(4), big text)`,
 				`ALTER TABLE odd ALTER COLUMN big SET STORAGE EXTERNAL`,
+				// Only types that have array types: with --binary its rows
+				// travel as typed arrays (odd's array columns send it to VALUES).
+				`CREATE TABLE plain ("Key" int PRIMARY KEY, t text, n numeric(8,2), ts timestamptz, ok bool, u uuid,
+					b bytea, j jsonb, d pos, m "Other"."Mood", c char(4), v varchar(12))`,
+				// A composite column: with --binary, VALUES again.
+				`CREATE DOMAIN pairs AS pair`,
+				`CREATE TABLE withpair ("Key" int PRIMARY KEY, pr pair, pd pairs)`,
 			)
-			h.source(`CREATE PUBLICATION pub FOR TABLE odd`)
+			h.source(`CREATE PUBLICATION pub FOR TABLE odd, plain, withpair`)
 			slot := "rows"
 			if binary {
 				slot = "rowsbin"
@@ -50,6 +58,14 @@ func TestCompactionRowSources(t *testing.T) {
 					i / 3.0, left('c' || i, 4), NULL
 				FROM generate_series(1, 300) i;
 				UPDATE odd SET big = repeat('z', 300000) WHERE "Key" = 7;
+				INSERT INTO plain SELECT i,
+					CASE i % 4 WHEN 0 THEN 'quote " \ {x},y' WHEN 1 THEN NULL WHEN 2 THEN '' ELSE 'ü ' || i END,
+					i / 7.0, timestamptz '2020-02-29 12:34:56.789+00' + i * interval '1 hour', i % 2 = 0,
+					md5(i::text)::uuid, decode(lpad(to_hex(i), 6, '0') || '00', 'hex'),
+					jsonb_build_object('k', i, 's', 'a"b'), i, (ARRAY['ok', 'not "ok"', 'a,b']::"Other"."Mood"[])[1 + i % 3],
+					left('c' || i, 4), 'v' || i
+				FROM generate_series(1, 300) i;
+				INSERT INTO withpair SELECT i, ROW(i, 'x"' || i)::pair, ROW(-i, NULL)::pair FROM generate_series(1, 50) i;
 				COMMIT;`)
 			cfg := h.config(slot, "pub")
 			cfg.Binary = binary
@@ -60,6 +76,9 @@ func TestCompactionRowSources(t *testing.T) {
 				UPDATE odd SET m = 'a,b', j = '{"q": "\""}' WHERE "Key" % 4 = 1;
 				DELETE FROM odd WHERE "Key" % 10 = 0;
 				INSERT INTO odd ("Key", "t, x") VALUES (1000, 'late "one"'), (1001, NULL), (1002, '');
+				UPDATE plain SET t = t || '!', ts = ts + interval '1 day', j = NULL WHERE "Key" % 3 = 0;
+				DELETE FROM plain WHERE "Key" % 10 = 1;
+				INSERT INTO plain ("Key", t, m) VALUES (1000, 'new', 'a,b');
 				COMMIT;`)
 			h.waitCaughtUp(slot, time.Minute)
 			if err := stop(); err != nil {
@@ -67,6 +86,8 @@ func TestCompactionRowSources(t *testing.T) {
 			}
 			h.compare(`SELECT r::text FROM (SELECT "Key", "t, x", "t, x" IS NULL, ia, ta, bx::text, pr, d, m, b, j, n, c, md5(big)
 				FROM odd ORDER BY "Key") r`)
+			h.compare(`SELECT r::text FROM (SELECT * FROM plain ORDER BY "Key") r`)
+			h.compare(`SELECT r::text FROM (SELECT * FROM withpair ORDER BY "Key") r`)
 		}
 	})
 }

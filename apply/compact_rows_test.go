@@ -13,7 +13,7 @@ import (
 func TestPackArraysGolden(t *testing.T) {
 	a := &Applier{}
 	a.params = [][]byte{[]byte("ab"), nil}
-	a.packArrays(1)
+	a.packArrays(1, nil)
 	want := []byte{
 		0, 0, 0, 1, // dimensions
 		0, 0, 0, 1, // has nulls
@@ -26,8 +26,16 @@ func TestPackArraysGolden(t *testing.T) {
 	if len(a.params) != 1 || !bytes.Equal(a.params[0], want) || a.formats[0] != 1 {
 		t.Fatalf("packArrays = %v (format %v), want %v", a.params, a.formats, want)
 	}
-	if got := appendTextArrayHeader(nil, 0, 0); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}) {
+	if got := appendArrayHeader(nil, textOID, 0, 0); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}) {
 		t.Errorf("empty array header = %v", got)
+	}
+	// A binary int4 column next to a text one: its array says int4.
+	a.params = [][]byte{{0, 0, 0, 7}, []byte("x")}
+	a.packArrays(2, []uint32{23})
+	wantInt := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}
+	wantText := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 'x'}
+	if len(a.params) != 2 || !bytes.Equal(a.params[0], wantInt) || !bytes.Equal(a.params[1], wantText) {
+		t.Errorf("typed and text arrays = %v, want %v and %v", a.params, wantInt, wantText)
 	}
 }
 
@@ -73,7 +81,7 @@ func TestPackArrays(t *testing.T) {
 	// two rows of three values, row by row
 	a.params = [][]byte{[]byte("1"), nil, []byte(`x"`), []byte("2"), []byte(""), []byte("{\\}, NULL")}
 	a.formats = []int16{0, 0, 0, 0, 0, 0}
-	a.packArrays(3)
+	a.packArrays(3, nil)
 	want := [][][]byte{{[]byte("1"), []byte("2")}, {nil, {}}, {[]byte(`x"`), []byte("{\\}, NULL")}}
 	if len(a.params) != len(want) || len(a.formats) != len(want) {
 		t.Fatalf("packArrays: %d params, %d formats, want %d", len(a.params), len(a.formats), len(want))
@@ -93,20 +101,32 @@ func TestPackArrays(t *testing.T) {
 
 func TestWriteRowSource(t *testing.T) {
 	var b strings.Builder
-	writeRowSource(&b, false, 2, []string{"integer", "text"})
+	writeRowSource(&b, false, 2, []string{"integer", "text"}, nil)
 	if got, want := b.String(), "VALUES ($1, $2), ($3, $4)"; got != want {
 		t.Errorf("VALUES form:\n got %s\nwant %s", got, want)
 	}
 	b.Reset()
-	writeRowSource(&b, true, 500, []string{"integer", `"Other"."Mood"`})
+	writeRowSource(&b, true, 500, []string{"integer", `"Other"."Mood"`}, nil)
 	want := `SELECT _a.c1::integer AS column1, _a.c2::"Other"."Mood" AS column2 FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS _a(c1, c2)`
 	if got := b.String(); got != want {
 		t.Errorf("array form:\n got %s\nwant %s", got, want)
 	}
-	if got := rowParamOIDs(true, 500, []uint32{23, 25}); len(got) != 2 || got[0] != textArrayOID || got[1] != textArrayOID {
+	b.Reset()
+	writeRowSource(&b, true, 500, []string{"integer", "pg_catalog.text"}, []uint32{1007, 0})
+	want = `SELECT _a.c1 AS column1, _a.c2::pg_catalog.text AS column2 FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2::pg_catalog.text[])) AS _a(c1, c2)`
+	if got := b.String(); got != want {
+		t.Errorf("array form with a binary column:\n got %s\nwant %s", got, want)
+	}
+	if got := rowParamOIDs(true, 500, []uint32{23, 25}, nil); len(got) != 2 || got[0] != textArrayOID || got[1] != textArrayOID {
 		t.Errorf("array form parameter types %v", got)
 	}
-	if got := rowParamOIDs(false, 2, []uint32{23, 25}); len(got) != 4 || got[2] != 23 || got[3] != 25 {
+	if got := rowParamOIDs(true, 500, []uint32{23, 25}, []uint32{1007}); len(got) != 2 || got[0] != 1007 || got[1] != textArrayOID {
+		t.Errorf("array form parameter types with a binary column %v", got)
+	}
+	if got, want := shapeName("I", true, 500, []uint32{1007, 0}), "aI-bt"; got != want {
+		t.Errorf("shape %s, want %s", got, want)
+	}
+	if got := rowParamOIDs(false, 2, []uint32{23, 25}, nil); len(got) != 4 || got[2] != 23 || got[3] != 25 {
 		t.Errorf("VALUES form parameter types %v", got)
 	}
 }
@@ -134,27 +154,48 @@ func BenchmarkPackArrays(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		a.params = append(a.params[:0], rows...)
 		a.formats = a.formats[:0]
-		a.packArrays(4)
+		a.packArrays(4, nil)
 	}
 }
 
 func TestArrayRows(t *testing.T) {
-	row := func(kind byte, n int32) *netRow {
-		return &netRow{key: []cell{{kind: protocol.ColumnText, len: 2}}, image: []cell{{kind: kind, len: n}, {kind: protocol.ColumnNull}}}
+	// key column 0; image columns 0 (int4, has int4[]), 1 (no array type),
+	// 2 (not on the target).
+	e := &relEntry{tcol: []int{0, 1, -1}, key: []int{0}, target: &targetTable{Columns: []targetColumn{
+		{TypeOID: 23, ArrayOID: 1007}, {TypeOID: 99999},
+	}}}
+	row := func(kind byte, n int32, other byte) *netRow {
+		return &netRow{key: []cell{{kind: protocol.ColumnText, len: 2}},
+			image: []cell{{kind: kind, len: n}, {kind: other, len: 1}, {kind: protocol.ColumnBinary, len: 1}}}
 	}
+	const tx, bi, nu = protocol.ColumnText, protocol.ColumnBinary, protocol.ColumnNull
 	cases := []struct {
-		name string
-		rows []*netRow
-		want bool
+		name    string
+		rows    []*netRow
+		want    bool
+		wantBin []bool // image positions found binary
 	}{
-		{"text values", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnUnchanged, 0)}, true},
-		{"a value at the limit", []*netRow{row(protocol.ColumnText, maxArrayValue)}, true},
-		{"a value over the limit", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnText, maxArrayValue+1)}, false},
-		{"a binary value", []*netRow{row(protocol.ColumnText, 10), row(protocol.ColumnBinary, 4)}, false},
+		{"text values", []*netRow{row(tx, 10, tx), row(protocol.ColumnUnchanged, 0, nu)}, true, []bool{false, false, false}},
+		{"a value at the limit", []*netRow{row(tx, maxArrayValue, tx)}, true, []bool{false, false, false}},
+		{"a value over the limit", []*netRow{row(tx, 10, tx), row(tx, maxArrayValue+1, tx)}, false, nil},
+		{"text and binary in one column", []*netRow{row(tx, 10, tx), row(bi, 4, tx)}, false, nil},
+		{"a binary column, NULLs in it", []*netRow{row(bi, 4, tx), row(nu, 0, tx)}, true, []bool{true, false, false}},
+		{"binary, of a type without an array type", []*netRow{row(tx, 4, bi)}, false, nil},
 	}
 	for _, c := range cases {
-		if got := arrayRows(c.rows); got != c.want {
+		got, bin := arrayRows(e, c.rows)
+		if got != c.want {
 			t.Errorf("%s: arrayRows = %v, want %v", c.name, got, c.want)
+			continue
+		}
+		if c.want && (len(bin.image) != len(c.wantBin) || bin.key[0]) {
+			t.Errorf("%s: binary positions %+v, want image %v", c.name, bin, c.wantBin)
+			continue
+		}
+		for i := range c.wantBin {
+			if bin.image[i] != c.wantBin[i] {
+				t.Errorf("%s: binary positions %+v, want image %v", c.name, bin, c.wantBin)
+			}
 		}
 	}
 }

@@ -154,9 +154,14 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		}
 		return nil
 	}
-	arrays, each := rowForm(rows)
+	arrays, bin, each := rowForm(e, rows)
+	var arrs, elems []uint32
+	if arrays {
+		arrs = e.arrayTypes(nil, cols, func(n int) bool { return bin.image[cols[n]] })
+		elems = e.elemTypes(nil, cols, arrs)
+	}
 	return each(rows, len(cols), func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs)), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
 			var oids []uint32
@@ -171,8 +176,8 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 				types = append(types, tc.CastType)
 			}
 			b.WriteString(") ")
-			writeRowSource(&b, arrays, len(rs), types)
-			return b.String(), rowParamOIDs(arrays, len(rs), oids)
+			writeRowSource(&b, arrays, len(rs), types, arrs)
+			return b.String(), rowParamOIDs(arrays, len(rs), oids, arrs)
 		})
 		if err != nil {
 			return err
@@ -188,7 +193,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 			}
 		}
 		if arrays {
-			a.packArrays(len(cols))
+			a.packArrays(len(cols), elems)
 		}
 		a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
 		a.Stats.Inserts.Add(int64(len(rs)))
@@ -245,9 +250,15 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if conflict != "" {
 		width++ // the row's key as text, for the conflict record
 	}
-	arrays, each := rowForm(rows)
+	arrays, bin, each := rowForm(e, rows)
+	var arrs, elems []uint32
+	if arrays {
+		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
+		arrs = e.arrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
+		elems = e.elemTypes(e.elemTypes(nil, e.key, arrs), set, arrs[len(e.key):])
+	}
 	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs)), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
 			types := e.typeNames(e.key, nil)
 			types = e.typeNames(set, types)
 			if conflict != "" {
@@ -256,7 +267,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			var b strings.Builder
 			if conflict != "" {
 				b.WriteString("WITH _v AS (")
-				writeRowSource(&b, arrays, len(rs), types)
+				writeRowSource(&b, arrays, len(rs), types, arrs)
 				b.WriteString("), _w AS (")
 			}
 			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
@@ -271,19 +282,19 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 				b.WriteString(" FROM _v")
 			} else {
 				b.WriteString(" FROM (")
-				writeRowSource(&b, arrays, len(rs), types)
+				writeRowSource(&b, arrays, len(rs), types, arrs)
 				b.WriteString(") AS _v")
 			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
 			oids := e.typeOIDs(set, e.typeOIDs(e.key, nil))
-			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids)
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), oids, arrs)
 		})
 		if err != nil {
 			return err
 		}
 		keyStart := len(a.sess.keys)
-		a.addKeyedRows(e, rs, set, conflict != "", arrays, width)
+		a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
 		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
@@ -297,9 +308,14 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 	if conflict != "" {
 		width++
 	}
-	arrays, each := rowForm(rows)
+	arrays, bin, each := rowForm(e, rows)
+	var arrs, elems []uint32
+	if arrays {
+		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
+		elems = e.elemTypes(nil, e.key, arrs)
+	}
 	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs)), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
 			types := e.typeNames(e.key, nil)
 			if conflict != "" {
 				types = append(types, "pg_catalog.text")
@@ -307,22 +323,22 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			var b strings.Builder
 			if conflict != "" {
 				b.WriteString("WITH _v AS (")
-				writeRowSource(&b, arrays, len(rs), types)
+				writeRowSource(&b, arrays, len(rs), types, arrs)
 				b.WriteString("), _w AS (DELETE FROM " + e.target.Quoted + " AS _t USING _v")
 			} else {
 				b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (")
-				writeRowSource(&b, arrays, len(rs), types)
+				writeRowSource(&b, arrays, len(rs), types, arrs)
 				b.WriteString(") AS _v")
 			}
 			b.WriteString(" WHERE ")
 			keyMatch(&b, e)
-			return finishMissing(&b, conflict, fail, arrays, width, len(rs), e.typeOIDs(e.key, nil))
+			return finishMissing(&b, conflict, fail, arrays, width, len(rs), e.typeOIDs(e.key, nil), arrs)
 		})
 		if err != nil {
 			return err
 		}
 		keyStart := len(a.sess.keys)
-		a.addKeyedRows(e, rs, nil, conflict != "", arrays, width)
+		a.addKeyedRows(e, rs, nil, conflict != "", arrays, width, elems)
 		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
@@ -333,12 +349,13 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 // its rows (oids, one row's worth) and, when the statement handles
 // update_missing or delete_missing itself, the outer statement that records
 // (or, with fail, raises) the rows the change did not find; width is the
-// VALUES list's width, its last column the row's key as text.
-func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width, rows int, oids []uint32) (string, []uint32) {
+// VALUES list's width, its last column the row's key as text; arrs, in the
+// array form, the array types of binary columns (rowParamOIDs).
+func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width, rows int, oids, arrs []uint32) (string, []uint32) {
 	if conflict != "" {
 		oids = append(oids, 25) // the key as text
 	}
-	all := rowParamOIDs(arrays, rows, oids)
+	all := rowParamOIDs(arrays, rows, oids, arrs)
 	if conflict == "" {
 		return b.String(), all
 	}
@@ -357,8 +374,9 @@ func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width
 // addKeyedRows sets the parameters of a multi-row UPDATE (set: the columns
 // it writes) or DELETE (set nil): each row's key, its set values and, when
 // the statement records conflicts, its key as text; in the array form
-// packed into one text[] per column of the row source, width wide.
-func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int) {
+// packed into one array per column of the row source, width wide, typed by
+// elems where binary (packArrays).
+func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for _, r := range rs {
 		for _, x := range r.key {
@@ -372,7 +390,7 @@ func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, ar
 		}
 	}
 	if arrays {
-		a.packArrays(width)
+		a.packArrays(width, elems)
 	}
 }
 
