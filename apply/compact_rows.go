@@ -42,8 +42,8 @@ const (
 	textOID      = 25
 )
 
-// maxArrayValue is the largest value the array form carries: the text[]
-// literal is a copy of the values (VALUES parameters point at them where
+// maxArrayValue is the largest value the array form carries: an array
+// parameter is a copy of the values (VALUES parameters point at them where
 // they are), and a copy of a value of hundreds of megabytes is memory the
 // applier does not need to spend.
 const maxArrayValue = 1 << 20
