@@ -82,7 +82,7 @@ type Applier struct {
 	formats  []int16
 	matchIdx []int
 	shape    []byte
-	// text[] literals of the array row source (compact_rows.go)
+	// the packed arrays of the array row source (compact_rows.go)
 	arrayBuf  []byte
 	arrayEnds []int
 

@@ -250,20 +250,10 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if conflict != "" {
 		width++ // the row's key as text, for the conflict record
 	}
-	arrays, bin, each := rowForm(e, rows)
-	var arrs, elems []uint32
-	if arrays {
-		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
-		arrs = e.arrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
-		elems = e.elemTypes(e.elemTypes(nil, e.key, arrs), set, arrs[len(e.key):])
-	}
+	arrays, arrs, elems, each := keyedForm(e, rows, set)
 	return each(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
-			types := e.typeNames(e.key, nil)
-			types = e.typeNames(set, types)
-			if conflict != "" {
-				types = append(types, "pg_catalog.text")
-			}
+			types := keyedTypes(e, set, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
 				b.WriteString("WITH _v AS (")
@@ -293,9 +283,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 		if err != nil {
 			return err
 		}
-		keyStart := len(a.sess.keys)
-		a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
-		a.queueMulti(opUpdate, e, sd, rs, keyStart, conflict, fail)
+		a.queueMulti(opUpdate, e, sd, rs, set, conflict, fail, arrays, width, elems)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
 	})
@@ -308,18 +296,10 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 	if conflict != "" {
 		width++
 	}
-	arrays, bin, each := rowForm(e, rows)
-	var arrs, elems []uint32
-	if arrays {
-		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
-		elems = e.elemTypes(nil, e.key, arrs)
-	}
+	arrays, arrs, elems, each := keyedForm(e, rows, nil)
 	return each(rows, width, func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
-			types := e.typeNames(e.key, nil)
-			if conflict != "" {
-				types = append(types, "pg_catalog.text")
-			}
+			types := keyedTypes(e, nil, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
 				b.WriteString("WITH _v AS (")
@@ -337,9 +317,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 		if err != nil {
 			return err
 		}
-		keyStart := len(a.sess.keys)
-		a.addKeyedRows(e, rs, nil, conflict != "", arrays, width, elems)
-		a.queueMulti(opDelete, e, sd, rs, keyStart, conflict, fail)
+		a.queueMulti(opDelete, e, sd, rs, nil, conflict, fail, arrays, width, elems)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
@@ -371,6 +349,30 @@ func finishMissing(b *strings.Builder, conflict string, fail, arrays bool, width
 	return b.String(), append(all, recordOIDs...)
 }
 
+// keyedForm is rowForm for a multi-row UPDATE (set: the columns it writes)
+// or DELETE (set nil), whose row source is the key columns, then set: with
+// arrays, the array types (arrs) and element types (elems) of its columns.
+func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
+	arrays, bin, each := rowForm(e, rows)
+	if arrays {
+		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
+		arrs = e.arrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
+		elems = e.elemTypes(e.elemTypes(nil, e.key, arrs), set, arrs[len(e.key):])
+	}
+	return arrays, arrs, elems, each
+}
+
+// keyedTypes are the SQL types of the row source of a multi-row UPDATE or
+// DELETE: the key columns, the set columns, and the key as text when the
+// statement records conflicts.
+func keyedTypes(e *relEntry, set []int, keyText bool) []string {
+	types := e.typeNames(set, e.typeNames(e.key, nil))
+	if keyText {
+		types = append(types, "pg_catalog.text")
+	}
+	return types
+}
+
 // addKeyedRows sets the parameters of a multi-row UPDATE (set: the columns
 // it writes) or DELETE (set nil): each row's key, its set values and, when
 // the statement records conflicts, its key as text; in the array form
@@ -394,10 +396,13 @@ func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, ar
 	}
 }
 
-// queueMulti queues a multi-row UPDATE or DELETE whose row parameters are
-// in place: it adds the rows' keys for messages and, when the statement
-// records its own conflicts, the record parameters.
-func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, keyStart int, conflict string, fail bool) {
+// queueMulti queues a multi-row UPDATE (set: the columns it writes) or
+// DELETE (set nil): its row parameters (addKeyedRows), the rows' keys for
+// messages and, when the statement records its own conflicts, the record
+// parameters.
+func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
+	keyStart := len(a.sess.keys)
+	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
 	a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
 	if conflict != "" {
 		a.appendRecordParams(e, nil)
