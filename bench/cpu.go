@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 // the target's CPU per drain is what a change to the SQL walapply sends
 // moves.
 
+// ErrProc reports a /proc file the harness could not make sense of.
+var ErrProc = errors.New("bench: unexpected /proc contents")
+
 // clockTicks is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
 const clockTicks = 100
 
@@ -25,6 +29,13 @@ const clockTicks = 100
 type CPU struct {
 	Source, Target time.Duration // every process of the cluster
 	Walapply       time.Duration // the walapply process (0 for builtin)
+	// Segments is the number of TCP segments sent on the machine during
+	// the drain (the Tcp OutSegs counter of /proc/net/snmp). On loopback
+	// nearly all of them carry the replication stream, and their number
+	// says whether the walsender's sends were coalesced: every segment
+	// costs the sending side a pass through the loopback receive path,
+	// while a send into a closed window only appends to a queued segment.
+	Segments int64
 }
 
 // clusterCPU returns the CPU time of a cluster's postmaster, of its live
@@ -87,8 +98,12 @@ func procStat(pid int) (procStatFields, bool) {
 	return procStatFields{ppid: int(num(4)), utime: num(14), stime: num(15), cutime: num(16), cstime: num(17)}, true
 }
 
-// cpuSnapshot is both clusters' CPU time at one moment.
-type cpuSnapshot struct{ source, target time.Duration }
+// cpuSnapshot is both clusters' CPU time and the TCP segments sent, at
+// one moment.
+type cpuSnapshot struct {
+	source, target time.Duration
+	segments       int64
+}
 
 func (r *runEnv) cpuNow() (cpuSnapshot, error) {
 	s, err := clusterCPU(r.source)
@@ -96,7 +111,38 @@ func (r *runEnv) cpuNow() (cpuSnapshot, error) {
 		return cpuSnapshot{}, err
 	}
 	t, err := clusterCPU(r.target)
-	return cpuSnapshot{s, t}, err
+	if err != nil {
+		return cpuSnapshot{}, err
+	}
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return cpuSnapshot{}, fmt.Errorf("reading TCP counters: %w", err)
+	}
+	segs, err := tcpOutSegs(b)
+	return cpuSnapshot{s, t, segs}, err
+}
+
+// tcpOutSegs returns the OutSegs counter from the text of /proc/net/snmp,
+// whose "Tcp:" lines are a header of names and a line of values.
+func tcpOutSegs(snmp []byte) (int64, error) {
+	var names []string
+	for _, line := range strings.Split(string(snmp), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "OutSegs" && i < len(f) {
+				return strconv.ParseInt(f[i], 10, 64)
+			}
+		}
+		break
+	}
+	return 0, fmt.Errorf("%w: no Tcp OutSegs in /proc/net/snmp", ErrProc)
 }
 
 // drained records the CPU spent since r.cpuStart, at the moment the marker
@@ -109,7 +155,8 @@ func (r *runEnv) drained(pid int) error {
 	if err != nil {
 		return err
 	}
-	r.cpu = CPU{Source: now.source - r.cpuStart.source, Target: now.target - r.cpuStart.target}
+	r.cpu = CPU{Source: now.source - r.cpuStart.source, Target: now.target - r.cpuStart.target,
+		Segments: now.segments - r.cpuStart.segments}
 	if pid > 0 {
 		if st, ok := procStat(pid); ok {
 			r.cpu.Walapply = time.Duration(st.utime+st.stime) * time.Second / clockTicks
@@ -125,16 +172,18 @@ func (c CPU) String() string {
 	if c.Walapply > 0 {
 		s += fmt.Sprintf(", walapply %.2f s", c.Walapply.Seconds())
 	}
-	return s
+	return s + fmt.Sprintf("; %d TCP segments", c.Segments)
 }
 
 // cpuMedians is the median of each CPU figure over runs.
 func cpuMedians(cs []CPU) CPU {
-	var src, tgt, own []time.Duration
+	var src, tgt, own, segs []time.Duration
 	for _, c := range cs {
 		src, tgt, own = append(src, c.Source), append(tgt, c.Target), append(own, c.Walapply)
+		segs = append(segs, time.Duration(c.Segments))
 	}
-	return CPU{Source: statsOf(src).Median, Target: statsOf(tgt).Median, Walapply: statsOf(own).Median}
+	return CPU{Source: statsOf(src).Median, Target: statsOf(tgt).Median, Walapply: statsOf(own).Median,
+		Segments: int64(statsOf(segs).Median)}
 }
 
 // formatCPU prints median CPU seconds as source+target, with +walapply's
@@ -149,6 +198,18 @@ func formatCPU(b, w CPU, nb, nw int) string {
 			out += fmt.Sprintf("+%.1f", c.Walapply.Seconds())
 		}
 		return out
+	}
+	return "b " + part(b, nb) + " · w " + part(w, nw)
+}
+
+// formatSegments prints the median TCP segments of a drain in thousands,
+// builtin's and walapply's.
+func formatSegments(b, w CPU, nb, nw int) string {
+	part := func(c CPU, n int) string {
+		if n == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0fk", float64(c.Segments)/1000)
 	}
 	return "b " + part(b, nb) + " · w " + part(w, nw)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -37,5 +38,24 @@ func TestFormatCPU(t *testing.T) {
 	}
 	if got := cpuMedians([]CPU{b, w, w}); got != w {
 		t.Errorf("cpuMedians = %+v, want %+v", got, w)
+	}
+}
+
+func TestTCPOutSegs(t *testing.T) {
+	snmp := "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+		"Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n" +
+		"Tcp: 1 200 120000 -1 2201 1133 0 14 9 9912837 9911204 57 0 40 0\n" +
+		"Udp: InDatagrams NoPorts\nUdp: 5 0\n"
+	got, err := tcpOutSegs([]byte(snmp))
+	if err != nil || got != 9911204 {
+		t.Errorf("tcpOutSegs = %d, %v; want 9911204", got, err)
+	}
+	if _, err := tcpOutSegs([]byte("Tcp: InSegs\nTcp: 3\n")); !errors.Is(err, ErrProc) {
+		t.Errorf("tcpOutSegs without OutSegs: %v, want ErrProc", err)
+	}
+	if b, err := os.ReadFile("/proc/net/snmp"); err == nil {
+		if n, err := tcpOutSegs(b); err != nil || n <= 0 {
+			t.Errorf("tcpOutSegs of this machine's /proc/net/snmp = %d, %v", n, err)
+		}
 	}
 }

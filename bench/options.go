@@ -29,6 +29,9 @@ type Options struct {
 	Workloads []string
 	// Versions are PostgreSQL major versions (15–18); empty means 15 and 18.
 	Versions []int
+	// Appliers to run, alternating; empty means both. Running one alone is
+	// for quick trials: the report then has no ratio.
+	Appliers []Applier
 	// Runs per applier, workload and version; 0 means 3.
 	Runs int
 	// Scale multiplies every workload's size (1 is the size; 0.01
@@ -70,6 +73,14 @@ func (o Options) withDefaults() (Options, error) {
 	for _, v := range o.Versions {
 		if v < 15 || v > 18 {
 			return o, fmt.Errorf("%w: PostgreSQL %d: the harness runs on 15–18", ErrOptions, v)
+		}
+	}
+	if len(o.Appliers) == 0 {
+		o.Appliers = []Applier{Builtin, Walapply}
+	}
+	for _, a := range o.Appliers {
+		if a != Builtin && a != Walapply {
+			return o, fmt.Errorf("%w: unknown applier %q (known: %s, %s)", ErrOptions, a, Builtin, Walapply)
 		}
 	}
 	if o.Runs == 0 {

@@ -204,12 +204,13 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-var columns = []string{"workload", "PG", "builtin median (min–max)", "walapply median (min–max)", "walapply/builtin", "decode ceiling", "walapply peak RSS", "CPU s: source+target(+walapply)", "messages"}
+var columns = []string{"workload", "PG", "builtin median (min–max)", "walapply median (min–max)", "walapply/builtin", "decode ceiling", "walapply peak RSS", "CPU s: source+target(+walapply)", "TCP segments", "messages"}
 
 func (s Summary) cells() []string {
 	return []string{s.Workload, fmt.Sprint(s.Version), formatStats(s.Builtin, s.BuiltinFailed),
 		formatStats(s.Walapply, s.WalapplyFailed), formatRatio(s.Ratio()), formatStats(s.Decode, 0),
-		formatBytes(s.PeakRSS), formatCPU(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N), fmt.Sprint(s.Messages)}
+		formatBytes(s.PeakRSS), formatCPU(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N),
+		formatSegments(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N), fmt.Sprint(s.Messages)}
 }
 
 // WriteText prints the summary table aligned for a terminal, then the

@@ -28,10 +28,10 @@ func TestStatsOf(t *testing.T) {
 func TestSummaries(t *testing.T) {
 	s := time.Second
 	rep := &Report{Options: Options{Workloads: []string{"small", "bulk"}, Runs: 2, Scale: 1}, Results: []RunResult{
-		{Workload: "small", Version: 18, Applier: Builtin, Run: 1, Drain: 2 * s, Decode: s / 2, Messages: 7, CPU: CPU{Source: s, Target: 2 * s}},
-		{Workload: "small", Version: 18, Applier: Walapply, Run: 1, Drain: 1 * s, Decode: s / 2, Messages: 7, PeakRSS: 30 << 20, CPU: CPU{s, s, s / 2}},
-		{Workload: "small", Version: 18, Applier: Walapply, Run: 2, Drain: 3 * s, Decode: s, Messages: 7, PeakRSS: 40 << 20, CPU: CPU{2 * s, s, s / 2}},
-		{Workload: "small", Version: 18, Applier: Builtin, Run: 2, Drain: 4 * s, Decode: s, Messages: 7, CPU: CPU{Source: s, Target: 4 * s}},
+		{Workload: "small", Version: 18, Applier: Builtin, Run: 1, Drain: 2 * s, Decode: s / 2, Messages: 7, CPU: CPU{Source: s, Target: 2 * s, Segments: 2000}},
+		{Workload: "small", Version: 18, Applier: Walapply, Run: 1, Drain: 1 * s, Decode: s / 2, Messages: 7, PeakRSS: 30 << 20, CPU: CPU{Source: s, Target: s, Walapply: s / 2, Segments: 150000}},
+		{Workload: "small", Version: 18, Applier: Walapply, Run: 2, Drain: 3 * s, Decode: s, Messages: 7, PeakRSS: 40 << 20, CPU: CPU{Source: 2 * s, Target: s, Walapply: s / 2, Segments: 1000}},
+		{Workload: "small", Version: 18, Applier: Builtin, Run: 2, Drain: 4 * s, Decode: s, Messages: 7, CPU: CPU{Source: s, Target: 4 * s, Segments: 4000}},
 		{Workload: "bulk", Version: 18, Applier: Builtin, Run: 1, Drain: 10 * s, Decode: s},
 		{Workload: "bulk", Version: 18, Applier: Walapply, Run: 1, Err: errors.New("boom"), Note: "streaming off"},
 	}}
@@ -54,7 +54,7 @@ func TestSummaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| small | 18 | 3.00 s (2.00–4.00) | 2.00 s (1.00–3.00) | 0.67 | 0.75 s (0.50–1.00) | 40.0 MiB | b 1.0+3.0 · w 1.5+1.0+0.5 | 7 |",
+		"| small | 18 | 3.00 s (2.00–4.00) | 2.00 s (1.00–3.00) | 0.67 | 0.75 s (0.50–1.00) | 40.0 MiB | b 1.0+3.0 · w 1.5+1.0+0.5 | b 3k · w 76k | 7 |",
 		"| bulk | 18 | 10.00 s | – [1 FAILED] | – |",
 		"FAILED: bulk PG18 run 1 walapply: boom",
 		"bulk PG18: streaming off",

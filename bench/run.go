@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -113,9 +114,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		for _, name := range opts.Workloads {
 			w, _ := lookupWorkload(name)
 			for i := range opts.Runs {
-				order := []Applier{Builtin, Walapply}
+				order := slices.Clone(opts.Appliers)
 				if i%2 == 1 {
-					order = []Applier{Walapply, Builtin}
+					slices.Reverse(order)
 				}
 				for _, a := range order {
 					if err := ctx.Err(); err != nil {

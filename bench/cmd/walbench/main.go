@@ -32,6 +32,7 @@ func run() error {
 	fs := flag.NewFlagSet("walbench", flag.ContinueOnError)
 	workloads := fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "workloads to run, comma-separated")
 	versions := fs.String("versions", "15,18", "PostgreSQL major versions, comma-separated")
+	appliers := fs.String("appliers", "builtin,walapply", "appliers to run, comma-separated (one alone for a quick trial)")
 	runs := fs.Int("runs", 3, "runs per applier, workload and version")
 	scale := fs.Float64("scale", 1, "factor on every workload's size (0.01 for a smoke run)")
 	walapplyFlags := fs.String("walapply-flags", "", "extra flags for `walapply run`, space-separated")
@@ -57,6 +58,7 @@ func run() error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Workloads:     bench.ParseList(*workloads),
 		Versions:      vs,
+		Appliers:      parseAppliers(*appliers),
 		Runs:          *runs,
 		Scale:         *scale,
 		WalapplyFlags: strings.Fields(*walapplyFlags),
@@ -92,4 +94,12 @@ func run() error {
 		return fmt.Errorf("%d run(s) failed (see above)", n)
 	}
 	return nil
+}
+
+func parseAppliers(s string) []bench.Applier {
+	var out []bench.Applier
+	for _, a := range bench.ParseList(s) {
+		out = append(out, bench.Applier(a))
+	}
+	return out
 }
