@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -10,25 +11,45 @@ import (
 
 // Read coalescing on the replication connection.
 //
-// The walsender sends every message with a send() of its own. A reader that
-// keeps up blocks in the poller after each read and is woken for the next
-// message: on a backlog of small transactions that is a wake-up, a read and
-// a poller round per message, and the wake-ups are paid by the sending
-// walsender, which does the loopback receive work in its own context. A
-// reader that pauses after a read that emptied the socket finds many
-// messages at the next read, and the walsender's sends wake no one.
-// PostgreSQL's own apply worker gets the same effect by being busy applying.
+// The walsender writes every message with a send() of its own. Over TCP, a
+// send into an open receive window leaves at once as a segment of its own,
+// and on loopback the sending process also does the receive side's work for
+// it. A send into a closed window only appends to the last queued segment,
+// and the queue leaves in window-sized segments when the reader makes room.
+// On a backlog of 200,000 one-row transactions on PostgreSQL 15, PostgreSQL's
+// own apply worker, slower than the walsender, kept the window closed: 1,174
+// segments, 1.03 s of source CPU. walapply, faster, kept it open: 157,566
+// segments, 1.60 s (one drain each).
+//
+// So walapply closes the window on purpose when the walsender is behind: the
+// socket's receive buffer is small (coalesceRcvBuf), and after a read that
+// emptied the socket, the next read pauses briefly (coalescePause) while the
+// window fills, unless a good part of a window (coalesceEnough) is already
+// waiting. That is the case when the walsender is ahead: the room a read
+// makes lets its queue in at once, and a fast stream is not paused. (A
+// reader that always paused lost a quarter of its speed on backlogs that
+// keep the target busy; one that read into a buffer of its own, in 64 KiB
+// reads, did not keep the window closed.)
 //
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
 // read that filled the caller's buffer is followed by another at once.
 
 // coalescePause is the longest pause after a read that emptied the socket.
-// A backlog of 200,000 one-row transactions, PG18, three alternating runs
-// each: walapply's CPU 1.55-2.16 s without the pause, 1.26-1.32 s with
-// 1 ms; the drain 2.20-2.72 s against 2.11-2.25 s. A pause that ignored the
-// deadline did no better. Live, a message waits at most this long more.
+// Live, a message waits at most this long more.
 const coalescePause = time.Millisecond
+
+// coalesceRcvBuf is the receive buffer asked for on a TCP replication
+// connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small enough
+// that a walsender sending a backlog of small transactions fills the window
+// within coalescePause (with 48 and 64 KiB it often did not, on
+// PostgreSQL 18), large enough that it rarely waits for walapply.
+const coalesceRcvBuf = 32 << 10
+
+// coalesceEnough is what must be waiting on the socket, after a read that
+// emptied it, for the next read not to pause: a walsender that is ahead has
+// far more queued, one that is behind trickles in a message at a time.
+const coalesceEnough = 32 << 10
 
 // coalescingConn is a net.Conn whose reads pause after one that found the
 // socket empty.
@@ -37,12 +58,15 @@ type coalescingConn struct {
 	pause    time.Duration
 	deadline time.Time // the read deadline last set
 	emptied  bool      // the last read returned less than asked
-	sleep    func(time.Duration)
-	now      func() time.Time
+	// waiting returns the bytes waiting on the socket, or -1 if it cannot
+	// tell (then the read pauses).
+	waiting func() int
+	sleep   func(time.Duration)
+	now     func() time.Time
 }
 
 func newCoalescingConn(c net.Conn, pause time.Duration) *coalescingConn {
-	return &coalescingConn{Conn: c, pause: pause, sleep: time.Sleep, now: time.Now}
+	return &coalescingConn{Conn: c, pause: pause, waiting: socketWaiting(c), sleep: time.Sleep, now: time.Now}
 }
 
 func (c *coalescingConn) SetDeadline(t time.Time) error {
@@ -56,7 +80,7 @@ func (c *coalescingConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *coalescingConn) Read(p []byte) (int, error) {
-	if c.emptied && c.pause > 0 {
+	if c.emptied && c.pause > 0 && c.waiting() < coalesceEnough {
 		d := c.pause
 		if !c.deadline.IsZero() {
 			d = min(d, c.deadline.Sub(c.now()))
@@ -71,12 +95,19 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 }
 
 // coalescing wraps the connections that dial opens (pgconn's dialer, with
-// the connection string's connect_timeout) in a coalescingConn.
+// the connection string's connect_timeout) in a coalescingConn, and gives
+// TCP connections the small receive buffer that lets the window close.
 func coalescing(dial pgconn.DialFunc, pause time.Duration) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			if err := tc.SetReadBuffer(coalesceRcvBuf); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("protocol: setting the receive buffer of the replication socket: %w", err)
+			}
 		}
 		return newCoalescingConn(c, pause), nil
 	}

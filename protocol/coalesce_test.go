@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"context"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,13 +32,16 @@ func TestCoalescingConnPauses(t *testing.T) {
 		name     string
 		sizes    []int         // what each read returns (-1: all asked)
 		deadline time.Duration // from now; 0: none
+		waiting  int           // bytes waiting on the socket (-1: unknown)
 		want     []time.Duration
 	}{
-		{"first read never pauses", []int{10}, 0, []time.Duration{}},
-		{"after an emptied socket", []int{10, 10, 10}, 0, []time.Duration{time.Millisecond, time.Millisecond}},
-		{"not after a full buffer", []int{-1, 10, -1, -1}, 0, []time.Duration{time.Millisecond}},
-		{"cut at the deadline", []int{10, 10}, 300 * time.Microsecond, []time.Duration{300 * time.Microsecond}},
-		{"none past the deadline", []int{10, 10}, -time.Millisecond, []time.Duration{}},
+		{"first read never pauses", []int{10}, 0, -1, []time.Duration{}},
+		{"after an emptied socket", []int{10, 10, 10}, 0, -1, []time.Duration{time.Millisecond, time.Millisecond}},
+		{"not after a full buffer", []int{-1, 10, -1, -1}, 0, -1, []time.Duration{time.Millisecond}},
+		{"while little waits", []int{10, 10}, 0, coalesceEnough - 1, []time.Duration{time.Millisecond}},
+		{"not while the walsender is ahead", []int{10, 10, 10}, 0, coalesceEnough, []time.Duration{}},
+		{"cut at the deadline", []int{10, 10}, 300 * time.Microsecond, -1, []time.Duration{300 * time.Microsecond}},
+		{"none past the deadline", []int{10, 10}, -time.Millisecond, -1, []time.Duration{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +49,7 @@ func TestCoalescingConnPauses(t *testing.T) {
 			slept := []time.Duration{}
 			c.sleep = func(d time.Duration) { slept = append(slept, d) }
 			c.now = func() time.Time { return now }
+			c.waiting = func() int { return tc.waiting }
 			if tc.deadline != 0 {
 				if err := c.SetReadDeadline(now.Add(tc.deadline)); err != nil {
 					t.Fatal(err)
@@ -64,5 +70,73 @@ func TestCoalescingConnPauses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a real socket: the dialer gives a TCP replication connection its small
+// receive buffer, and the connection can tell how much waits on it.
+func TestCoalescingConnOnSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	var d net.Dialer
+	conn, err := coalescing(d.DialContext, coalescePause)(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("no connection accepted")
+	}
+	defer server.Close()
+	c := conn.(*coalescingConn)
+	tc, ok := c.Conn.(*net.TCPConn)
+	if !ok {
+		t.Fatalf("dialed %T, want a TCP connection inside", c.Conn)
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		size, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	// Linux doubles the size asked for, for its bookkeeping.
+	if size != 2*coalesceRcvBuf {
+		t.Errorf("SO_RCVBUF %d, want %d", size, 2*coalesceRcvBuf)
+	}
+	if n := c.waiting(); n != 0 {
+		t.Errorf("%d bytes waiting before any was sent", n)
+	}
+	if _, err := server.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); c.waiting() != 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes waiting, want the 5 sent", c.waiting())
+		}
+	}
+	buf := make([]byte, 16)
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read %q, %v; want hello", buf[:n], err)
+	}
+	if n := c.waiting(); n != 0 {
+		t.Errorf("%d bytes waiting after all was read", n)
 	}
 }
