@@ -59,10 +59,10 @@
 // keeps one context for the session and moves only a socket deadline
 // (loop.go): a context per message cost more than receiving it; and the
 // replication connection keeps the walsender's TCP window closed while the
-// walsender is behind (a small receive buffer, a pause of at most 1 ms
-// after a read that emptied the socket; protocol/coalesce.go), because
-// every send into an open window is a segment of its own, and the sending
-// side pays for each.
+// walsender is behind (on loopback a small receive buffer; a pause of at
+// most 1 ms after a read that emptied the socket; protocol/coalesce.go),
+// because every send into an open window is a segment of its own, and on
+// loopback the sending side pays for each.
 //
 // Where the time goes, on two cores: the walsender, walapply and the target
 // backend share them, and on a backlog all three are busy, so CPU saved

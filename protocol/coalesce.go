@@ -21,8 +21,9 @@ import (
 // segments, 1.03 s of source CPU. walapply, faster, kept it open: 157,566
 // segments, 1.60 s (one drain each).
 //
-// So walapply closes the window on purpose when the walsender is behind: the
-// socket's receive buffer is small (coalesceRcvBuf), and after a read that
+// So walapply closes the window on purpose when the walsender is behind: on
+// a loopback connection the socket's receive buffer is small
+// (coalesceRcvBuf), and after a read that
 // emptied the socket, the next read pauses briefly (coalescePause) while the
 // window fills, unless about a window's worth (coalesceEnough) is already
 // waiting. That is the case when the walsender is ahead: the room a read
@@ -35,6 +36,13 @@ import (
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
 // read that filled the caller's buffer is followed by another at once.
+
+// isLoopback reports whether addr is a TCP address on the loopback
+// interface (127.0.0.0/8, ::1).
+func isLoopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
 
 // coalescePause is the longest pause after a read that emptied the socket.
 // Live, a message waits at most this long more.
@@ -99,14 +107,17 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 
 // coalescing wraps the connections that dial opens (pgconn's dialer, with
 // the connection string's connect_timeout) in a coalescingConn, and gives
-// TCP connections the small receive buffer that lets the window close.
+// loopback TCP connections the small receive buffer that lets the window
+// close. Across a network the window must cover the bandwidth-delay
+// product (32 KiB at a 10 ms round trip is 3 MB/s at most) and segments
+// cost the sender less, so there the kernel's autotuning stays.
 func coalescing(dial pgconn.DialFunc, pause time.Duration) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		if tc, ok := c.(*net.TCPConn); ok {
+		if tc, ok := c.(*net.TCPConn); ok && isLoopback(tc.RemoteAddr()) {
 			if err := tc.SetReadBuffer(coalesceRcvBuf); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("protocol: setting the receive buffer of the replication socket: %w", err)

@@ -140,3 +140,27 @@ func TestCoalescingConnOnSocket(t *testing.T) {
 		t.Errorf("%d bytes waiting after all was read", n)
 	}
 }
+
+// Only loopback connections get the small receive buffer: across a network
+// it would cap the throughput at a window per round trip.
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5432":     true,
+		"127.8.9.10:5432":    true,
+		"[::1]:5432":         true,
+		"10.0.0.7:5432":      false,
+		"192.168.1.20:5432":  false,
+		"[2001:db8::1]:5432": false,
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := isLoopback(a); got != want {
+			t.Errorf("isLoopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
+	if isLoopback(&net.UnixAddr{Name: "/tmp/.s.PGSQL.5432", Net: "unix"}) {
+		t.Error("a Unix socket counted as TCP loopback")
+	}
+}
