@@ -189,27 +189,29 @@ func cpuMedians(cs []CPU) CPU {
 // formatCPU prints median CPU seconds as source+target, with +walapply's
 // own for walapply: "b 0.9+4.1 · w 0.8+2.0+0.9".
 func formatCPU(b, w CPU, nb, nw int) string {
-	part := func(c CPU, n int) string {
-		if n == 0 {
-			return "–"
-		}
+	return sideBySide(b, w, nb, nw, func(c CPU) string {
 		out := fmt.Sprintf("%.1f+%.1f", c.Source.Seconds(), c.Target.Seconds())
 		if c.Walapply > 0 {
 			out += fmt.Sprintf("+%.1f", c.Walapply.Seconds())
 		}
 		return out
-	}
-	return "b " + part(b, nb) + " · w " + part(w, nw)
+	})
 }
 
 // formatSegments prints the median TCP segments of a drain in thousands,
-// builtin's and walapply's.
+// builtin's and walapply's: "b 3k · w 8k".
 func formatSegments(b, w CPU, nb, nw int) string {
+	return sideBySide(b, w, nb, nw, func(c CPU) string { return fmt.Sprintf("%.0fk", float64(c.Segments)/1000) })
+}
+
+// sideBySide prints builtin's and walapply's figures as "b ... · w ...",
+// "–" for an applier without successful runs (nb, nw).
+func sideBySide(b, w CPU, nb, nw int, format func(CPU) string) string {
 	part := func(c CPU, n int) string {
 		if n == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%.0fk", float64(c.Segments)/1000)
+		return format(c)
 	}
 	return "b " + part(b, nb) + " · w " + part(w, nw)
 }

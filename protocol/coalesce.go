@@ -25,8 +25,9 @@ import (
 // a loopback connection the socket's receive buffer is small
 // (coalesceRcvBuf), and after a read that emptied the socket, the next read
 // pauses briefly (coalescePause) while the window fills, unless about a
-// window's worth (coalesceEnough) is already waiting. That is the case when the walsender is ahead: the room a read
-// makes lets its queue in at once, and a fast stream is not paused. (A
+// window's worth (coalesceEnough) is already waiting. That is the case when
+// the walsender is ahead: the room a read makes lets its queue in at once,
+// and a fast stream is not paused. (A
 // reader that always paused was slower on backlogs that keep the target
 // busy, pgbench and mixed on PostgreSQL 18; with less than a window as the
 // bar, or reading into a 64 KiB buffer of its own, the window stayed open
@@ -86,12 +87,13 @@ func (c *coalescingConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *coalescingConn) Read(p []byte) (int, error) {
-	if c.emptied && c.pause > 0 && c.waiting() < coalesceEnough {
+	if c.emptied && c.pause > 0 {
 		d := c.pause
 		if !c.deadline.IsZero() {
 			d = min(d, c.deadline.Sub(c.now()))
 		}
-		if d > 0 {
+		// Asking the socket costs a system call: only when a pause is left.
+		if d > 0 && c.waiting() < coalesceEnough {
 			c.sleep(d)
 		}
 	}
@@ -104,8 +106,9 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 // the connection string's connect_timeout) in a coalescingConn, and gives
 // loopback TCP connections the small receive buffer that lets the window
 // close. Across a network the window must cover the bandwidth-delay
-// product (32 KiB at a 10 ms round trip is 3 MB/s at most) and segments
-// cost the sender less, so there the kernel's autotuning stays.
+// product (a window of some tens of KiB at a 10 ms round trip allows a few
+// MB/s; an estimate, not measured) and segments cost the sender less, so
+// there the kernel's autotuning stays.
 func coalescing(dial pgconn.DialFunc, pause time.Duration) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
