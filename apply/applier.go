@@ -23,6 +23,7 @@ type Stats struct {
 	TxnsSkipped atomic.Int64 // already applied before a restart
 	Commits     atomic.Int64 // target transactions committed (group commit folds several source transactions into one)
 	Inserts     atomic.Int64
+	CopiedRows  atomic.Int64 // of Inserts, sent with COPY (stream_copy.go, target_copy.go)
 	Updates     atomic.Int64
 	Deletes     atomic.Int64
 	Truncates   atomic.Int64

@@ -11,18 +11,23 @@ import (
 
 // Writing the net changes out (compact.go keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
-// whose rows come from a row source (compact_rows.go).
+// whose rows come from a row source (compact_rows.go), or a long run of
+// inserts as one COPY (target_copy.go).
 
-// writeOut queues the pending net changes as statements, table by table:
-// deletes, then updates, then inserts (a replaced row is deleted, then
-// inserted), and empties the compactor.
+// writeOut queues the pending net changes as statements: for every table
+// its deletes and updates, then for every table its inserts (a replaced row
+// is deleted, then inserted), and empties the compactor. Each table's own
+// changes keep that order; the order between tables does not matter (see
+// compact.go), and the inserts come last so that the COPYs among them cut
+// the batch in as few places as possible.
 func (a *Applier) writeOut(ctx context.Context) error {
 	c := a.net
 	if c.n == 0 {
 		return nil
 	}
-	for _, t := range c.tables {
-		var dels, ups, ins []*netRow
+	inserts := make([][]*netRow, len(c.tables))
+	for n, t := range c.tables {
+		var dels, ups []*netRow
 		for _, k := range t.order {
 			r := t.rows[k]
 			switch r.kind {
@@ -31,10 +36,10 @@ func (a *Applier) writeOut(ctx context.Context) error {
 			case netUpdate:
 				ups = append(ups, r)
 			case netInsert:
-				ins = append(ins, r)
+				inserts[n] = append(inserts[n], r)
 			case netReplace:
 				dels = append(dels, r)
-				ins = append(ins, r)
+				inserts[n] = append(inserts[n], r)
 			}
 		}
 		if err := a.writeDeletes(ctx, t.e, dels); err != nil {
@@ -43,7 +48,9 @@ func (a *Applier) writeOut(ctx context.Context) error {
 		if err := a.writeUpdates(ctx, t.e, ups); err != nil {
 			return err
 		}
-		if err := a.writeInserts(ctx, t.e, ins); err != nil {
+	}
+	for n, t := range c.tables {
+		if err := a.writeInserts(ctx, t.e, inserts[n]); err != nil {
 			return err
 		}
 	}
@@ -153,6 +160,15 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 			a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
 		}
 		return nil
+	}
+	if len(rows) >= copyMinRun && len(cols) > 0 {
+		if format := copyFormatOf(rows, cols); format != 0 {
+			sql, _ := copySQL(e, format)
+			a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))
+			a.Stats.Inserts.Add(int64(len(rows)))
+			a.Stats.CopiedRows.Add(int64(len(rows)))
+			return nil
+		}
 	}
 	arrays, bin, each := rowForm(e, rows)
 	var arrs, elems []uint32

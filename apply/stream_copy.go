@@ -62,6 +62,7 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	c.encode(&first.New)
 	_, err = a.sess.pg.CopyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
+	a.Stats.CopiedRows.Add(c.rows)
 	if c.err != nil { // reading the spill file failed; COPY was aborted
 		return true, a.fail(ctx, c.err)
 	}

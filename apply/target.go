@@ -30,9 +30,10 @@ const (
 	opTruncate
 	opOrigin
 	opCommit
+	opCopy // a run of inserts sent with COPY (target_copy.go)
 )
 
-var opNames = [...]string{"BEGIN", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "origin progress", "COMMIT"}
+var opNames = [...]string{"BEGIN", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "origin progress", "COMMIT", "INSERT (COPY)"}
 
 func (o opKind) String() string { return opNames[o] }
 
@@ -84,8 +85,13 @@ type targetSession struct {
 	txnLSN   protocol.LSN
 	firstLSN protocol.LSN // of the target transaction's first source transaction
 
-	origin string       // the replication origin set up on the session
-	flying inflight     // the batch sent and not yet read
+	origin string   // the replication origin set up on the session
+	flying inflight // the batch sent and not yet read
+
+	// steps are the parts of the queue before batch when it holds a COPY
+	// (target_copy.go); closed counts the queued statements they hold.
+	steps  []sendStep
+	closed int
 	done   []commitMark // commits confirmed by drain, for the applier
 
 	// unprepared are statements handed out by statementFor while a batch
@@ -227,9 +233,11 @@ type commitMark struct {
 
 // inflight is a batch sent to the target whose results are not read yet:
 // while the target executes it, the applier receives and prepares the next
-// one (one-deep pipelining).
+// one (one-deep pipelining). A batch of several steps (with a COPY) runs on
+// a goroutine of its own, stepRunner, instead of mrr.
 type inflight struct {
 	mrr    *pgconn.MultiResultReader
+	steps  *stepRunner
 	queued []queuedStmt
 	keys   []byte
 	mark   *commitMark
@@ -271,70 +279,93 @@ func (s *targetSession) sendAsync(ctx context.Context, mark *commitMark) (*queue
 // send writes the batch and makes it the one in flight; the queue starts
 // afresh, reusing the buffers of the batch before.
 func (s *targetSession) send(ctx context.Context, mark *commitMark) {
-	mrr := s.pg.ExecBatch(ctx, s.batch)
 	spareQueued, spareKeys := s.flying.queued[:0], s.flying.keys[:0]
-	s.flying = inflight{mrr: mrr, queued: s.queued, keys: s.keys, mark: mark}
+	s.flying = inflight{queued: s.queued, keys: s.keys, mark: mark}
+	if len(s.steps) == 0 {
+		s.flying.mrr = s.pg.ExecBatch(ctx, s.batch)
+	} else {
+		s.closeBatch()
+		s.flying.steps = runSteps(ctx, s.pg, s.steps)
+		s.steps = nil
+	}
 	s.queued, s.keys = spareQueued, spareKeys
 	s.batch = &pgconn.Batch{}
-	s.bytes = 0
+	s.bytes, s.closed = 0, 0
 }
 
 // busy reports whether a batch is in flight.
-func (s *targetSession) busy() bool { return s.flying.mrr != nil }
+func (s *targetSession) busy() bool { return s.flying.mrr != nil || s.flying.steps != nil }
 
 // drain reads the results of the batch in flight, if any. A commit it
 // carried is appended to done.
 func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
 	f := &s.flying
-	if f.mrr == nil {
+	var o batchOutcome
+	settle := func(i int, r stmtResult) {
+		if i < len(f.queued) {
+			s.settle(&o, &f.queued[i], f.keys, r)
+		}
+	}
+	var n int
+	var err error
+	switch {
+	case f.mrr != nil:
+		mrr := f.mrr
+		f.mrr = nil
+		n, err = readBatch(mrr, settle)
+	case f.steps != nil:
+		var rs []stmtResult
+		rs, err = f.steps.wait()
+		f.steps = nil
+		for i, r := range rs {
+			settle(i, r)
+		}
+		n = len(rs)
+	default:
 		return nil, nil
 	}
-	mrr := f.mrr
-	f.mrr = nil
-	var failed *queuedStmt
-	var firstErr error
-	i := 0
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		var q *queuedStmt
-		if i < len(f.queued) {
-			q = &f.queued[i]
-		}
-		for rr.NextRow() {
-			if q != nil && q.conflict != "" && s.conflicted != nil && len(rr.Values()) > 0 {
-				s.conflicted(q, string(rr.Values()[0]))
-			}
-		}
-		tag, err := rr.Close()
-		if q != nil {
-			short := err == nil && q.conflict == "" && (q.op == opUpdate || q.op == opDelete) && tag.RowsAffected() < int64(max(q.rows, 1))
-			switch {
-			case err != nil && firstErr == nil:
-				failed, firstErr = q, err
-			case short && s.missing != nil:
-				s.missing(q, int(int64(max(q.rows, 1))-tag.RowsAffected()), string(f.keys[q.keyStart:q.keyEnd]))
-			}
-		}
-		i++
-	}
-	if err := mrr.Close(); err != nil && firstErr == nil {
-		firstErr = err
-		if i < len(f.queued) {
-			failed = &f.queued[i]
+	if err != nil && o.err == nil {
+		o.err = err
+		if n < len(f.queued) {
+			o.failed = &f.queued[n]
 		}
 	}
-	if firstErr != nil {
-		if failed != nil {
-			cp := *failed
-			return &cp, firstErr
+	if o.err != nil {
+		if o.failed != nil {
+			cp := *o.failed
+			return &cp, o.err
 		}
-		return nil, firstErr
+		return nil, o.err
 	}
 	if f.mark != nil {
 		s.done = append(s.done, *f.mark)
 		f.mark = nil
 	}
 	return nil, nil
+}
+
+// batchOutcome is the first failure among a batch's results.
+type batchOutcome struct {
+	failed *queuedStmt
+	err    error
+}
+
+// settle checks one statement's result: the keys a self-recording
+// statement returned are passed on, the first error is kept in o, and an
+// UPDATE or DELETE that changed fewer rows than it should is reported.
+func (s *targetSession) settle(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
+	if q.conflict != "" && s.conflicted != nil {
+		for _, k := range r.conflicts {
+			s.conflicted(q, k)
+		}
+	}
+	short := r.err == nil && q.conflict == "" && (q.op == opUpdate || q.op == opDelete) && r.tag.RowsAffected() < int64(max(q.rows, 1))
+	switch {
+	case r.err != nil && o.err == nil:
+		o.failed, o.err = q, r.err
+	case short && s.missing != nil:
+		s.missing(q, int(int64(max(q.rows, 1))-r.tag.RowsAffected()), string(keys[q.keyStart:q.keyEnd]))
+	}
 }
 
 // reset drops the queue and forgets a batch in flight (after a failure).
@@ -346,6 +377,10 @@ func (s *targetSession) reset() {
 	if s.flying.mrr != nil {
 		_ = s.flying.mrr.Close()
 	}
+	if s.flying.steps != nil {
+		s.flying.steps.wait()
+	}
+	s.steps, s.closed = nil, 0
 	s.flying = inflight{queued: s.flying.queued[:0], keys: s.flying.keys[:0]}
 	clear(s.unprepared) // queueStmt defers them again when next used
 }

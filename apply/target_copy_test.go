@@ -1,0 +1,102 @@
+package apply
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// copyRows builds net rows in c from tuples of (kind, value) pairs.
+func copyRows(c *compactor, tuples ...[]protocol.TupleColumn) []*netRow {
+	var rows []*netRow
+	for _, t := range tuples {
+		r := &netRow{kind: netInsert}
+		for i := range t {
+			r.image = append(r.image, c.put(&t[i]))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func txt(s string) protocol.TupleColumn {
+	return protocol.TupleColumn{Kind: protocol.ColumnText, Data: []byte(s)}
+}
+func bin(b ...byte) protocol.TupleColumn {
+	return protocol.TupleColumn{Kind: protocol.ColumnBinary, Data: b}
+}
+
+var (
+	null      = protocol.TupleColumn{Kind: protocol.ColumnNull}
+	unchanged = protocol.TupleColumn{Kind: protocol.ColumnUnchanged}
+)
+
+func TestCopyFormatOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows [][]protocol.TupleColumn
+		cols []int
+		want byte
+	}{
+		{"text", [][]protocol.TupleColumn{{txt("1"), txt("a")}, {txt("2"), null}}, []int{0, 1}, protocol.ColumnText},
+		{"only NULLs", [][]protocol.TupleColumn{{null, unchanged}}, []int{0, 1}, protocol.ColumnText},
+		{"binary", [][]protocol.TupleColumn{{bin(0, 1), null}, {bin(0, 2), bin(9)}}, []int{0, 1}, protocol.ColumnBinary},
+		{"text and binary in one row", [][]protocol.TupleColumn{{bin(0, 1), txt("a")}}, []int{0, 1}, 0},
+		{"text and binary in two rows", [][]protocol.TupleColumn{{txt("1")}, {bin(0, 2)}}, []int{0}, 0},
+		{"a column not written", [][]protocol.TupleColumn{{txt("1"), bin(7)}}, []int{0}, protocol.ColumnText},
+	} {
+		c := newCompactor()
+		if got := copyFormatOf(copyRows(c, tc.rows...), tc.cols); got != tc.want {
+			t.Errorf("%s: copyFormatOf = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The text format escapes backslash, tab, newline and carriage return,
+// writes NULL and unchanged TOAST values as \N, and leaves columns that
+// are not written out.
+func TestCopyDataText(t *testing.T) {
+	c := newCompactor()
+	rows := copyRows(c,
+		[]protocol.TupleColumn{txt("1"), txt("a\tb\nc\rd\\e"), txt("skip"), null},
+		[]protocol.TupleColumn{txt("2"), txt(`\N`), txt("skip"), unchanged},
+		[]protocol.TupleColumn{txt("3"), txt(""), txt("skip"), txt("ünï")},
+	)
+	got := c.copyData([]byte("prefix:"), rows, []int{0, 1, 3}, protocol.ColumnText)
+	want := "prefix:" +
+		"1\ta\\tb\\nc\\rd\\\\e\t\\N\n" +
+		"2\t\\\\N\t\\N\n" +
+		"3\t\tünï\n"
+	if string(got) != want {
+		t.Errorf("copyData text:\n got %q\nwant %q", got, want)
+	}
+}
+
+// The binary format: signature, flags and extension length, then per row
+// the field count and each field's length (-1 for NULL) and bytes, then
+// the trailer.
+func TestCopyDataBinary(t *testing.T) {
+	c := newCompactor()
+	rows := copyRows(c,
+		[]protocol.TupleColumn{bin(0, 0, 0, 1), bin('x'), null},
+		[]protocol.TupleColumn{bin(0, 0, 0, 2), bin(), unchanged},
+	)
+	got := c.copyData(nil, rows, []int{0, 2, 1}, protocol.ColumnBinary)
+	want := []byte("PGCOPY\n\xff\r\n\x00")
+	want = append(want, 0, 0, 0, 0, 0, 0, 0, 0) // flags, header extension length
+	want = append(want,
+		0, 3, // fields
+		0, 0, 0, 4, 0, 0, 0, 1,
+		0xff, 0xff, 0xff, 0xff, // NULL
+		0, 0, 0, 1, 'x',
+		0, 3,
+		0, 0, 0, 4, 0, 0, 0, 2,
+		0xff, 0xff, 0xff, 0xff, // unchanged TOAST: NULL in an insert
+		0, 0, 0, 0, // an empty value is not NULL
+		0xff, 0xff, // trailer
+	)
+	if !bytes.Equal(got, want) {
+		t.Errorf("copyData binary:\n got %v\nwant %v", got, want)
+	}
+}
