@@ -220,7 +220,9 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
 	// Rows whose images hold unchanged TOAST values need SET lists without
 	// those columns: rows are written in runs of the same set of columns
-	// (their order does not matter: every row has its own key).
+	// (their order does not matter: every row has its own key), each in
+	// key order (compact_order.go).
+	a.net.sortByKey(rows)
 	var order []string
 	runs := map[string][]*netRow{}
 	for _, r := range rows {
@@ -306,6 +308,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 }
 
 func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
+	a.net.sortByKey(rows)
 	per := len(e.key)
 	conflict, fail := a.wraps('D')
 	width := per
