@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
-	"github.com/walapply/walapply/testenv"
 )
 
 // copyAwkwardText is a text value for row i that COPY's text format must
@@ -25,17 +24,7 @@ const copyAwkwardText = `CASE i % 7 WHEN 0 THEN NULL WHEN 1 THEN E'tab\there' WH
 // fixed.
 func TestCompactionCopy(t *testing.T) {
 	t.Parallel()
-	testenv.ForEachVersion(t, func(t *testing.T, version int) {
-		for _, binary := range []bool{false, true} {
-			name := "text"
-			if binary {
-				name = "binary"
-			}
-			t.Run(name, func(t *testing.T) {
-				testCompactionCopy(t, version, binary)
-			})
-		}
-	})
+	forEachVersionAndFormat(t, testCompactionCopy)
 }
 
 func testCompactionCopy(t *testing.T, version int, binary bool) {

@@ -178,6 +178,20 @@ func (h *harness) rows(c *testenv.Cluster, query string) []string {
 	return out
 }
 
+// forEachVersionAndFormat runs fn as a subtest per PostgreSQL version and
+// value format: text, then binary (--binary).
+func forEachVersionAndFormat(t *testing.T, fn func(t *testing.T, version int, binary bool)) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		for _, binary := range []bool{false, true} {
+			name := "text"
+			if binary {
+				name = "binary"
+			}
+			t.Run(name, func(t *testing.T) { fn(t, version, binary) })
+		}
+	})
+}
+
 // tableRows is the query for a table's rows as text.
 func tableRows(table string, cols string) string {
 	if cols == "" {

@@ -84,14 +84,27 @@ func copyFormat(e *relEntry, t *protocol.TupleData, want byte) byte {
 		if e.tcol[i] < 0 {
 			continue
 		}
-		switch k := t.Columns[i].Kind; k {
-		case protocol.ColumnText, protocol.ColumnBinary:
-			if want != 0 && want != k {
-				return 0
-			}
-			want = k
+		var ok bool
+		if want, ok = foldCopyFormat(want, t.Columns[i].Kind); !ok {
+			return 0
 		}
 	}
+	return copyFormatOr(want)
+}
+
+// foldCopyFormat folds a value of kind k into the COPY format a row or run
+// needs so far (want, 0 while only NULLs were seen); ok is false when k is
+// text and want binary or the other way round.
+func foldCopyFormat(want, k byte) (byte, bool) {
+	if k != protocol.ColumnText && k != protocol.ColumnBinary {
+		return want, true
+	}
+	return k, want == 0 || want == k
+}
+
+// copyFormatOr is the format foldCopyFormat arrived at, text when there
+// were only NULLs.
+func copyFormatOr(want byte) byte {
 	if want == 0 {
 		return protocol.ColumnText
 	}

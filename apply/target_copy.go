@@ -133,19 +133,13 @@ func copyFormatOf(rows []*netRow, cols []int) byte {
 	var want byte
 	for _, r := range rows {
 		for _, i := range cols {
-			switch k := r.image[i].kind; k {
-			case protocol.ColumnText, protocol.ColumnBinary:
-				if want != 0 && want != k {
-					return 0
-				}
-				want = k
+			var ok bool
+			if want, ok = foldCopyFormat(want, r.image[i].kind); !ok {
+				return 0
 			}
 		}
 	}
-	if want == 0 {
-		return protocol.ColumnText
-	}
-	return want
+	return copyFormatOr(want)
 }
 
 // copyData encodes rows for COPY in format: text rows escaped as COPY's

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/walapply/walapply/testenv"
 )
 
 // typeCase is a column type and values to round-trip through replication.
@@ -64,65 +62,57 @@ func typeMatrix() []typeCase {
 // and compares source and target.
 func TestTypeMatrix(t *testing.T) {
 	t.Parallel()
-	testenv.ForEachVersion(t, func(t *testing.T, version int) {
-		for _, binary := range []bool{false, true} {
-			name := "text"
-			if binary {
-				name = "binary"
+	forEachVersionAndFormat(t, func(t *testing.T, version int, binary bool) {
+		h := newHarness(t, version, nil, nil)
+		h.both(`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`, `CREATE DOMAIN posint AS int CHECK (VALUE > 0)`,
+			`CREATE TYPE pair AS (a int, b text)`)
+		h.both(`CREATE EXTENSION IF NOT EXISTS hstore`, `CREATE EXTENSION IF NOT EXISTS citext`)
+		cases := typeMatrix()
+		cases = append(cases, typeCase{"hstore", []string{`'a=>1, "b c"=>NULL'`}}, typeCase{"citext", []string{"'MiXeD'"}})
+		// A key whose "=" lives in an extension's schema, not pg_catalog.
+		h.both(`CREATE TABLE ci (k citext PRIMARY KEY, v int)`)
+		var cols []string
+		for i, c := range cases {
+			cols = append(cols, fmt.Sprintf("c%d %s", i, c.typ))
+		}
+		h.both(`CREATE TABLE types (id int PRIMARY KEY, ` + strings.Join(cols, ", ") + `)`)
+		h.both(`CREATE TABLE types_full (id int, ` + strings.Join(cols, ", ") + `)`)
+		h.source(`ALTER TABLE types_full REPLICA IDENTITY FULL`, `CREATE PUBLICATION pub FOR TABLE types, types_full, ci`)
+		h.createSlot("types")
+		cfg := h.config("types", "pub")
+		cfg.Binary = binary
+		stop := h.runApplier(cfg)
+		// One row per value position; a NULL row too.
+		maxVals := 0
+		for _, c := range cases {
+			maxVals = max(maxVals, len(c.values))
+		}
+		for row := 0; row < maxVals; row++ {
+			var vals []string
+			for _, c := range cases {
+				vals = append(vals, c.values[row%len(c.values)])
 			}
-			t.Run(name, func(t *testing.T) {
-				h := newHarness(t, version, nil, nil)
-				h.both(`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`, `CREATE DOMAIN posint AS int CHECK (VALUE > 0)`,
-					`CREATE TYPE pair AS (a int, b text)`)
-				h.both(`CREATE EXTENSION IF NOT EXISTS hstore`, `CREATE EXTENSION IF NOT EXISTS citext`)
-				cases := typeMatrix()
-				cases = append(cases, typeCase{"hstore", []string{`'a=>1, "b c"=>NULL'`}}, typeCase{"citext", []string{"'MiXeD'"}})
-				// A key whose "=" lives in an extension's schema, not pg_catalog.
-				h.both(`CREATE TABLE ci (k citext PRIMARY KEY, v int)`)
-				var cols []string
-				for i, c := range cases {
-					cols = append(cols, fmt.Sprintf("c%d %s", i, c.typ))
-				}
-				h.both(`CREATE TABLE types (id int PRIMARY KEY, ` + strings.Join(cols, ", ") + `)`)
-				h.both(`CREATE TABLE types_full (id int, ` + strings.Join(cols, ", ") + `)`)
-				h.source(`ALTER TABLE types_full REPLICA IDENTITY FULL`, `CREATE PUBLICATION pub FOR TABLE types, types_full, ci`)
-				h.createSlot("types")
-				cfg := h.config("types", "pub")
-				cfg.Binary = binary
-				stop := h.runApplier(cfg)
-				// One row per value position; a NULL row too.
-				maxVals := 0
-				for _, c := range cases {
-					maxVals = max(maxVals, len(c.values))
-				}
-				for row := 0; row < maxVals; row++ {
-					var vals []string
-					for _, c := range cases {
-						vals = append(vals, c.values[row%len(c.values)])
-					}
-					for _, tbl := range []string{"types", "types_full"} {
-						h.source(fmt.Sprintf("INSERT INTO %s VALUES (%d, %s)", tbl, row, strings.Join(vals, ", ")))
-					}
-				}
-				for _, tbl := range []string{"types", "types_full"} {
-					h.source(fmt.Sprintf("INSERT INTO %s (id) VALUES (-1)", tbl))
-				}
-				// Updates and deletes locate rows by every column under FULL,
-				// including json, point and xml, which have no equality.
-				h.source(`INSERT INTO ci VALUES ('Abc', 1), ('dEf', 2)`, `UPDATE ci SET v = 3 WHERE k = 'ABC'`, `DELETE FROM ci WHERE k = 'def'`)
-				h.source(`UPDATE types_full SET c0 = 1 WHERE id = 0`, `DELETE FROM types_full WHERE id = 1`,
-					`UPDATE types SET c1 = 7 WHERE id = 2`, `DELETE FROM types WHERE id = 3`)
-				h.waitCaughtUp("types", time.Minute)
-				if err := stop(); err != nil {
-					t.Fatal(err)
-				}
-				h.expect(tableRows("ci", ""), "(Abc,3)")
-				for i := range cases {
-					for _, tbl := range []string{"types", "types_full"} {
-						h.compare(fmt.Sprintf("SELECT id::text || ' ' || COALESCE(c%d::text, 'NULL') FROM %s", i, tbl))
-					}
-				}
-			})
+			for _, tbl := range []string{"types", "types_full"} {
+				h.source(fmt.Sprintf("INSERT INTO %s VALUES (%d, %s)", tbl, row, strings.Join(vals, ", ")))
+			}
+		}
+		for _, tbl := range []string{"types", "types_full"} {
+			h.source(fmt.Sprintf("INSERT INTO %s (id) VALUES (-1)", tbl))
+		}
+		// Updates and deletes locate rows by every column under FULL,
+		// including json, point and xml, which have no equality.
+		h.source(`INSERT INTO ci VALUES ('Abc', 1), ('dEf', 2)`, `UPDATE ci SET v = 3 WHERE k = 'ABC'`, `DELETE FROM ci WHERE k = 'def'`)
+		h.source(`UPDATE types_full SET c0 = 1 WHERE id = 0`, `DELETE FROM types_full WHERE id = 1`,
+			`UPDATE types SET c1 = 7 WHERE id = 2`, `DELETE FROM types WHERE id = 3`)
+		h.waitCaughtUp("types", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		h.expect(tableRows("ci", ""), "(Abc,3)")
+		for i := range cases {
+			for _, tbl := range []string{"types", "types_full"} {
+				h.compare(fmt.Sprintf("SELECT id::text || ' ' || COALESCE(c%d::text, 'NULL') FROM %s", i, tbl))
+			}
 		}
 	})
 }
