@@ -80,6 +80,7 @@ type compactor struct {
 	arena             []byte
 	n                 int
 	keyBuf, oldKeyBuf []byte
+	intKeys           []intKeyRow // sortByIntKey's buffer
 }
 
 // newCompactor returns an empty compactor. Its arena starts non-nil: an

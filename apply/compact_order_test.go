@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -71,17 +72,60 @@ func TestSortByKey(t *testing.T) {
 	if got, want := render(rows), "NULL/q -5/a 9/z 10/a 100/a 100/b x1/a"; got != want {
 		t.Errorf("sorted keys: %s, want %s", got, want)
 	}
-	// Big-endian binary integers sort by value.
-	var bins []*netRow
-	for _, v := range []byte{7, 1, 200, 3} {
-		bins = append(bins, row(bin(0, 0, 0, v)))
+	// One integer column: by value, read once per row (sortByIntKey).
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"100", "-7", "9", "0", "-100", "123456789012345678", "10"}, "-100 -7 0 9 10 100 123456789012345678"},
+		// Not all integers, or one too long to read cheaply: compared in
+		// pairs (integers by value, the rest by bytes).
+		{[]string{"100", "9", "x", "10"}, "9 10 100 x"},
+		{[]string{"1234567890123456789", "2", "10"}, "2 10 1234567890123456789"},
+	} {
+		var rs []*netRow
+		for _, k := range tc.keys {
+			rs = append(rs, row(txt(k)))
+		}
+		c.sortByKey(rs)
+		if got := render(rs); got != tc.want {
+			t.Errorf("keys %q sorted as %s, want %s", tc.keys, got, tc.want)
+		}
 	}
-	c.sortByKey(bins)
-	var got []byte
-	for _, r := range bins {
-		got = append(got, c.bytes(r.key[0])[3])
+	// Big-endian binary integers of 2, 4 and 8 bytes sort by value.
+	for _, width := range []int{2, 4, 8} {
+		var bins []*netRow
+		for _, v := range []int64{7, -2, 1, 200, 3} {
+			b := make([]byte, 8)
+			binary.BigEndian.PutUint64(b, uint64(v))
+			bins = append(bins, row(bin(b[8-width:]...)))
+		}
+		c.sortByKey(bins)
+		var got []int64
+		for _, r := range bins {
+			v, _ := c.intValue(r.key[0])
+			got = append(got, v)
+		}
+		if !slices.Equal(got, []int64{-2, 1, 3, 7, 200}) {
+			t.Errorf("%d-byte binary keys sorted as %v", width, got)
+		}
 	}
-	if !slices.Equal(got, []byte{1, 3, 7, 200}) {
-		t.Errorf("binary keys sorted as %v", got)
+	if len(c.intKeys) != 0 || slices.ContainsFunc(c.intKeys[:cap(c.intKeys)], func(k intKeyRow) bool { return k.r != nil }) {
+		t.Error("sortByIntKey's buffer still holds rows")
+	}
+}
+
+// BenchmarkSortByKey sorts a write-out's worth of pgbench_accounts keys.
+func BenchmarkSortByKey(b *testing.B) {
+	c := newCompactor()
+	var rows []*netRow
+	for range 10000 {
+		k := txt(strconv.Itoa(rand.IntN(1000000) + 1))
+		rows = append(rows, &netRow{kind: netUpdate, key: []cell{c.put(&k)}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rand.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		c.sortByKey(rows)
 	}
 }
