@@ -35,8 +35,12 @@ type targetTable struct {
 	Name      string
 	Quoted    string // schema-qualified, quoted
 	Partition bool   // relkind 'p': a partitioned table
-	Columns   []targetColumn
-	byName    map[string]int
+	// RowSecurity: row-level security is enabled on the table. COPY FROM
+	// refuses such a table for a role subject to it, where INSERT applies
+	// the policies, so its inserts never go by COPY.
+	RowSecurity bool
+	Columns     []targetColumn
+	byName      map[string]int
 	// KeyOnlyUnique: the table has exactly one unique index (or
 	// constraint) and no exclusion constraint; UniqueCols are its columns.
 	// Net-effect compaction (compact.go) needs that.
@@ -55,7 +59,7 @@ type querier interface {
 }
 
 const targetTableSQL = `
-SELECT c.oid, c.relkind, a.attname, a.atttypid, a.attgenerated <> '',
+SELECT c.oid, c.relkind, c.relrowsecurity, a.attname, a.atttypid, a.attgenerated <> '',
        pg_catalog.format_type(a.atttypid, a.atttypmod),
        pg_catalog.quote_ident(tn.nspname) || '.' || pg_catalog.quote_ident(ty.typname),
        -- no typed array for composites and domains over them: unnest() in
@@ -96,7 +100,7 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 			castType  *string
 			arrayOID  *uint32
 		)
-		if err := rows.Scan(&t.OID, &relkind, &attname, &atttypid, &generated, &typeName, &castType, &arrayOID); err != nil {
+		if err := rows.Scan(&t.OID, &relkind, &t.RowSecurity, &attname, &atttypid, &generated, &typeName, &castType, &arrayOID); err != nil {
 			return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
 		}
 		found = true

@@ -161,7 +161,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		}
 		return nil
 	}
-	if len(rows) >= copyMinRun && len(cols) > 0 {
+	if len(rows) >= copyMinRun && !e.target.RowSecurity {
 		if format := copyFormatOf(rows, cols); format != 0 {
 			sql, _ := copySQL(e, format)
 			a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))

@@ -24,7 +24,9 @@ import (
 // partitions, and any error aborts the target transaction. With --binary
 // the rows go in COPY's binary format, which carries the same send-format
 // bytes the INSERT would have bound; a row mixing text and binary values
-// (a type without a binary send function) takes the ordinary path.
+// (a type without a binary send function) takes the ordinary path, and so
+// does every insert into a table with row-level security enabled: COPY FROM
+// refuses it for a role the policies apply to, where INSERT applies them.
 //
 // The rows are read from the spill file while COPY runs: pgconn's CopyFrom
 // pulls them through copyRun.Read (on a goroutine of its own, while this one
@@ -44,7 +46,7 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		return false, a.fail(ctx, err)
 	}
 	format := copyFormat(e, &first.New, 0)
-	if format == 0 {
+	if format == 0 || e.target.RowSecurity {
 		return false, nil
 	}
 	sql, ok := copySQL(e, format)
