@@ -191,7 +191,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 				oids = append(oids, tc.TypeOID)
 				types = append(types, tc.CastType)
 			}
-			b.WriteString(") ")
+			b.WriteString(") " + overridingSystemValue)
 			writeRowSource(&b, arrays, len(rs), types, arrs)
 			return b.String(), rowParamOIDs(arrays, len(rs), oids, arrs)
 		})

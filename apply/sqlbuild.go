@@ -34,7 +34,10 @@ type matchColumn struct {
 	OpSchema string
 }
 
-// buildInsert returns INSERT INTO table (c1, ...) VALUES ($1, ...).
+// buildInsert returns INSERT INTO table (c1, ...) OVERRIDING SYSTEM VALUE
+// VALUES ($1, ...). The source's values go into identity columns too, also
+// GENERATED ALWAYS ones, as PostgreSQL's subscriber and COPY write them
+// (without the clause such a column refuses any value but DEFAULT).
 func buildInsert(table string, cols []string) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
@@ -50,7 +53,7 @@ func buildInsert(table string, cols []string) string {
 		}
 		b.WriteString(c)
 	}
-	b.WriteString(") VALUES (")
+	b.WriteString(") " + overridingSystemValue + "VALUES (")
 	for i := range cols {
 		if i > 0 {
 			b.WriteString(", ")
@@ -60,6 +63,10 @@ func buildInsert(table string, cols []string) string {
 	b.WriteString(")")
 	return b.String()
 }
+
+// overridingSystemValue goes between an INSERT's column list and its rows
+// (buildInsert).
+const overridingSystemValue = "OVERRIDING SYSTEM VALUE "
 
 // buildUpdate returns an UPDATE that sets cols from $1.. and locates the row
 // with match from the parameters that follow. With onlyOne the row is picked

@@ -11,7 +11,7 @@ func TestBuildSQL(t *testing.T) {
 		want string
 	}{
 		{"insert", buildInsert(tbl, []string{quoteIdent("id"), quoteIdent("Val")}),
-			`INSERT INTO "my schema"."odd""name" ("id", "Val") VALUES ($1, $2)`},
+			`INSERT INTO "my schema"."odd""name" ("id", "Val") OVERRIDING SYSTEM VALUE VALUES ($1, $2)`},
 		{"insert no columns", buildInsert(tbl, nil),
 			`INSERT INTO "my schema"."odd""name" DEFAULT VALUES`},
 		{"update by key", buildUpdate(tbl, []string{`"a"`, `"b"`}, []matchColumn{id}, false, false),
