@@ -16,7 +16,9 @@ import (
 // rows of bench's small table, alternating), an inserted row took 2.5–5.0
 // µs with text COPY against 4.8–8.2 µs through unnest(); in walbench's
 // small workload the target's CPU per drain fell from 0.84–1.15 s to
-// 0.66–0.89 s (three alternating rounds each).
+// 0.66–0.89 s (three alternating rounds each). A table with row-level
+// security enabled keeps INSERT (stream_copy.go says why).
+//
 // COPY cannot travel in a pipelined batch (pgconn's Batch has no copy-in,
 // and the server answers a COPY with a request for its data), so a queue
 // that holds one is cut into steps: a batch of statements, a COPY, the
