@@ -161,14 +161,8 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		}
 		return nil
 	}
-	if len(rows) >= copyMinRun && !e.target.RowSecurity {
-		if format := copyFormatOf(rows, cols); format != 0 {
-			sql, _ := copySQL(e, format)
-			a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))
-			a.Stats.Inserts.Add(int64(len(rows)))
-			a.Stats.CopiedRows.Add(int64(len(rows)))
-			return nil
-		}
+	if len(rows) >= copyMinRun && a.queueCopyRun(e, rows, cols) {
+		return nil
 	}
 	arrays, bin, each := rowForm(e, rows)
 	var arrs, elems []uint32
@@ -215,6 +209,23 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		a.Stats.Inserts.Add(int64(len(rs)))
 		return nil
 	})
+}
+
+// queueCopyRun queues a run of inserts as one COPY, unless its values mix
+// text and binary or the table takes no COPY (copySQL).
+func (a *Applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
+	format := copyFormatOf(rows, cols)
+	if format == 0 {
+		return false
+	}
+	sql, ok := copySQL(e, format)
+	if !ok {
+		return false
+	}
+	a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))
+	a.Stats.Inserts.Add(int64(len(rows)))
+	a.Stats.CopiedRows.Add(int64(len(rows)))
+	return true
 }
 
 func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {

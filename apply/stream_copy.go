@@ -46,7 +46,7 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		return false, a.fail(ctx, err)
 	}
 	format := copyFormat(e, &first.New, 0)
-	if format == 0 || e.target.RowSecurity {
+	if format == 0 {
 		return false, nil
 	}
 	sql, ok := copySQL(e, format)
@@ -117,8 +117,13 @@ func copyFormatOr(want byte) byte {
 // header extension length.
 var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
-// copySQL returns the COPY statement for a relation's written columns.
-func copySQL(e *relEntry, format byte) (string, bool) {
+// copySQL returns the COPY statement for a relation's written columns; ok
+// is false when inserts into the relation cannot go by COPY: no column is
+// written, or the table has row-level security enabled (see above).
+func copySQL(e *relEntry, format byte) (sql string, ok bool) {
+	if e.target.RowSecurity {
+		return "", false
+	}
 	var b strings.Builder
 	b.WriteString("COPY ")
 	b.WriteString(e.target.Quoted)
