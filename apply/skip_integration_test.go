@@ -145,3 +145,80 @@ func TestSkipLSNStrict(t *testing.T) {
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(4)", "(10)", "(11)", "(12)")
 	})
 }
+
+// TestSkipLSNStreamedAndPrepared: --skip-lsn skips a streamed transaction
+// at its Stream Commit, and a prepared one (streamed or not) at its PREPARE
+// by its prepare LSN, whose COMMIT PREPARED then does nothing; each once.
+func TestSkipLSNStreamedAndPrepared(t *testing.T) {
+	t.Parallel()
+	big := `INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g`
+	for _, c := range []struct {
+		name              string
+		streamed, prepare bool
+	}{{"streamed", true, false}, {"prepared", false, true}, {"streamed-prepared", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testenv.ForEachVersion(t, func(t *testing.T, version int) {
+				var settings map[string]string
+				if c.streamed {
+					settings = streamSettings(version)
+				}
+				h := newHarness(t, version, settings, nil)
+				h.both(`CREATE TABLE t (id int PRIMARY KEY, pad text)`)
+				h.source(`CREATE PUBLICATION pub FOR TABLE t`)
+				h.target(`INSERT INTO t VALUES (5, 'target')`)
+				base := h.config("s", "pub")
+				if c.prepare {
+					h.twoPhaseSlot("s")
+					base.TwoPhase = true
+				} else {
+					h.createSlot("s")
+				}
+				if c.streamed {
+					base, _ = h.streamConfig("s", "on", "pub")
+					base.TwoPhase = c.prepare
+				}
+				if c.prepare {
+					h.prepareOnSource("g1", big)
+				} else {
+					h.source(big)
+				}
+				te := txnError(t, runUntilError(t, base))
+				if !strings.Contains(te.Error(), "23505") {
+					t.Fatalf("want the duplicate key to stop the applier, got %v", te)
+				}
+				cfg, logs := h.skipConfig(base, te.CommitLSN)
+				stop := h.runApplier(cfg)
+				h.waitCaughtUp("s", time.Minute)
+				h.expectNonePrepared()
+				if c.prepare {
+					h.source(`COMMIT PREPARED 'g1'`)
+					h.waitLog(logs, time.Minute, "skipped at its PREPARE by --skip-lsn")
+				}
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+				if c.streamed {
+					if n, _ := strconv.Atoi(h.streamedTxns("s")); n < 1 {
+						t.Fatalf("the source streamed %d transactions; the test needs streaming", n)
+					}
+				}
+				h.expect(tableRows("t", "id, pad"), "(5,target)")
+				h.expect(`SELECT kind || ' ' || source_xid FROM walapply.conflicts`, "skipped_by_user "+strconv.FormatUint(uint64(te.Xid), 10))
+
+				// The same flag again: ignored; the next one is applied.
+				cfg, logs = h.skipConfig(base, te.CommitLSN)
+				stop = h.runApplier(cfg)
+				h.source(`INSERT INTO t VALUES (5001, 'source')`)
+				h.waitCaughtUp("s", time.Minute)
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+				if n := logs.count("--skip-lsn "+te.CommitLSN.String()+" was already used at", "ignoring it"); n != 1 {
+					t.Errorf("%d warnings that the skip was used", n)
+				}
+				h.expect(tableRows("t", "id, pad"), "(5,target)", "(5001,source)")
+			})
+		})
+	}
+}
