@@ -76,6 +76,7 @@ func TestSkipLSNStrict(t *testing.T) {
 			!strings.Contains(err.Error(), origin.String()) || !strings.Contains(err.Error(), "WALAPPLY_SKIP_LSN") {
 			t.Fatalf("--skip-lsn 0/1 with the origin at %s: got %v", origin, err)
 		}
+		t.Logf("--skip-lsn 0/1: %v", err)
 
 		// Above the origin, not the failing transaction: the error says so.
 		cfg, _ = h.skipConfig(base, 0xDEADBEEF)
@@ -84,6 +85,7 @@ func TestSkipLSNStrict(t *testing.T) {
 			!strings.Contains(te2.Error(), "--skip-lsn 0/DEADBEEF did not match this transaction: to skip this transaction, give --skip-lsn "+te.CommitLSN.String()) {
 			t.Fatalf("--skip-lsn 0/DEADBEEF: got %v", te2)
 		}
+		t.Logf("--skip-lsn 0/DEADBEEF: %v", te2)
 
 		// The right LSN: skipped once, recorded.
 		cfg, _ = h.skipConfig(base, te.CommitLSN)
@@ -109,6 +111,7 @@ func TestSkipLSNStrict(t *testing.T) {
 		if !te3.SkipSpent || !strings.Contains(te3.Error(), "give --skip-lsn "+te3.CommitLSN.String()) {
 			t.Errorf("the next conflict: got %v", te3)
 		}
+		t.Logf("the same --skip-lsn again, and a new conflict: %v", te3)
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(4)", "(10)")
 
 		// A skip LSN that no transaction has: spent by the first applied past it.
