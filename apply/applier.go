@@ -76,7 +76,12 @@ type Applier struct {
 	name      string
 	policies  ConflictPolicies
 	recordBuf []byte
-	skipLSN   protocol.LSN // --skip-lsn: the transaction to skip
+	// --skip-lsn (skip.go): the commit LSN of the transaction to skip, 0
+	// once used or when none; the flag's LSN when it was found used (or
+	// was spent in this session); the xid of the transaction it skipped.
+	skipLSN     protocol.LSN
+	skipIgnored protocol.LSN
+	skippedXid  uint32
 
 	// reusable per-change buffers: no allocation per row once warm
 	params   [][]byte
@@ -151,7 +156,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
 		a.outcome.Began = true
 		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
-		a.txn.userSkip = !a.txn.skip && a.skipLSN != 0 && b.FinalLSN == a.skipLSN
+		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
 		if !a.txn.skip && a.group.count == 0 {
 			a.sess.begin()
 		}
@@ -178,6 +183,8 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		}
 		if a.txn.userSkip {
 			a.recordUserSkip()
+		} else {
+			a.notePassed(a.txn.finalLSN)
 		}
 		if err := a.endGrouped(ctx, c.EndLSN, c.CommitTime); err != nil {
 			return ev, err
@@ -299,6 +306,7 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 	if a.group.count > 0 && te.CommitLSN != a.group.firstLSN {
 		te.Grouped = true
 	}
+	a.skipHint(te)
 	a.group = txnGroup{}
 	a.sess.done = a.sess.done[:0]
 	a.net = newCompactor()

@@ -76,10 +76,12 @@ type Config struct {
 	// Conflicts sets a policy per conflict kind (conflict.go); kinds left
 	// out keep PostgreSQL's behaviour.
 	Conflicts ConflictPolicies
-	// SkipLSN skips the source transaction whose commit LSN it is, as
-	// ALTER SUBSCRIPTION ... SKIP does: its changes are not applied, the
-	// origin moves past it, and the skip is logged and recorded in
-	// walapply.conflicts. Use the commit LSN an error named.
+	// SkipLSN skips the source transaction whose commit LSN it is (prepare
+	// LSN for a prepared one), as ALTER SUBSCRIPTION ... SKIP does: its
+	// changes are not applied, the origin moves past it, and the skip is
+	// logged and recorded in walapply.conflicts. Use the commit LSN an
+	// error named. It is used once: refused at or below the origin's
+	// progress, ignored with a warning once used or passed (skip.go).
 	SkipLSN protocol.LSN
 
 	// NoCompaction turns off net-effect compaction within groups

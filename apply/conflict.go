@@ -362,21 +362,6 @@ func (a *Applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData)
 	return dst
 }
 
-// recordUserSkip records, inside the (empty) target transaction that moves
-// the origin past it, that the transaction named by --skip-lsn was skipped.
-func (a *Applier) recordUserSkip() {
-	a.log.Warn().Uint32("xid", a.txn.xid).Stringer("commit_lsn", a.txn.finalLSN).
-		Msg("skipping the source transaction named by --skip-lsn: none of its changes are applied")
-	a.Stats.Conflicts.Add("skipped_by_user")
-	var b strings.Builder
-	recordInsert(&b, "skipped_by_user", "skipped", 1, "$3")
-	a.params, a.formats = a.params[:0], a.formats[:0]
-	a.appendRecordParams(&relEntry{rel: &protocol.Relation{}}, nil)
-	a.params[1] = nil // no relation
-	a.sess.batch.ExecParams(b.String(), a.params, recordOIDs, a.formats, nil)
-	a.sess.queued = append(a.sess.queued, queuedStmt{op: opOrigin, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.sess.firstLSN})
-}
-
 // keyMoves reports whether an UPDATE moves a row onto another replica
 // identity key (the only case of update_exists that is recognised).
 func keyMoves(e *relEntry, m *protocol.Update) bool {

@@ -51,6 +51,10 @@ type TxnError struct {
 	// Grouped: earlier source transactions shared the failed target
 	// transaction (group commit) and were rolled back with it.
 	Grouped bool
+	// SkipLSN is the --skip-lsn in effect, which does not name this
+	// transaction; SkipSpent says it was ignored as used already.
+	SkipLSN   protocol.LSN
+	SkipSpent bool
 }
 
 func (e *TxnError) Error() string {
@@ -71,6 +75,13 @@ func (e *TxnError) Error() string {
 		b.WriteString(" (")
 		b.WriteString(h)
 		b.WriteString(")")
+	}
+	if e.SkipLSN != 0 {
+		state := "did not match this transaction"
+		if e.SkipSpent {
+			state = "is spent (already used, or passed without a match) and ignored"
+		}
+		fmt.Fprintf(&b, "; --skip-lsn %s %s: to skip this transaction, give --skip-lsn %s", e.SkipLSN, state, e.CommitLSN)
 	}
 	return b.String()
 }

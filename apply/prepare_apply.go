@@ -56,6 +56,7 @@ func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 		return err
 	}
 	a.txn.skip = skip
+	a.txn.userSkip = !skip && a.skipMatches(m.PrepareLSN) // --skip-lsn (skip.go)
 	a.tp.open = true
 	if !skip {
 		a.sess.begin()
@@ -81,6 +82,10 @@ func (a *Applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 		a.tpSkipped()
 		return nil
 	}
+	if a.txn.userSkip {
+		return a.commitSkipped(ctx, m.EndLSN, m.PrepareTime)
+	}
+	a.notePassed(m.PrepareLSN)
 	return a.prepareTxn(ctx, m.EndLSN, m.PrepareTime)
 }
 
@@ -98,9 +103,17 @@ func (a *Applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) 
 		a.tpSkipped()
 		return nil
 	}
+	if a.skipMatches(m.PrepareLSN) { // --skip-lsn (skip.go): committed empty, not prepared
+		if err := a.dropSpilled(m.Xid); err != nil {
+			return err
+		}
+		a.sess.begin()
+		return a.commitSkipped(ctx, m.EndLSN, m.PrepareTime)
+	}
 	if err := a.replaySpilled(ctx, m.Xid); err != nil {
 		return err
 	}
+	a.notePassed(m.PrepareLSN)
 	if err := a.prepareTxn(ctx, m.EndLSN, m.PrepareTime); err != nil {
 		return err
 	}
@@ -237,7 +250,9 @@ func (a *Applier) notPrepared(f *finish, gid string) {
 	}
 	ev := a.log.Info()
 	msg := "no such prepared transaction on the target: the source sent nothing at its PREPARE (no changes to replicate, or prepared before two-phase decoding began on the slot); nothing to do"
-	if ours {
+	if f.xid == a.skippedXid && a.skippedXid != 0 {
+		msg = "no such prepared transaction on the target: it was skipped at its PREPARE by --skip-lsn; nothing to do"
+	} else if ours {
 		// A transaction this session prepared has gone: someone finished
 		// it on the target by hand.
 		ev = a.log.Warn()

@@ -207,6 +207,9 @@ func (s *session) connect(ctx context.Context) error {
 	s.applier.catalog = s.control
 	s.applier.compaction = !cfg.NoCompaction
 	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
+	if err := s.armSkip(ctx, start); err != nil { // skip.go
+		return err
+	}
 	s.tracker = state.NewFlushTracker(start)
 	if err := s.prepareStreaming(ctx); err != nil {
 		return err

@@ -25,6 +25,15 @@ func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 		a.noteSkipped()
 		return nil
 	}
+	if a.skipMatches(m.CommitLSN) { // --skip-lsn (skip.go): committed empty
+		if err := a.dropSpilled(m.Xid); err != nil {
+			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction skipped by --skip-lsn")
+		}
+		a.sess.txnXid, a.sess.txnLSN = m.Xid, m.CommitLSN
+		a.sess.begin()
+		a.recordUserSkip()
+		return a.commit(ctx, m.EndLSN, m.CommitTime)
+	}
 	start := time.Now()
 	var size, records int64
 	if f := a.stream.files[m.Xid]; f != nil {
@@ -33,6 +42,7 @@ func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 	if err := a.replaySpilled(ctx, m.Xid); err != nil {
 		return err
 	}
+	a.notePassed(m.CommitLSN)
 	if err := a.commit(ctx, m.EndLSN, m.CommitTime); err != nil {
 		return err
 	}
