@@ -1,7 +1,9 @@
 package apply_test
 
 import (
+	"encoding/json"
 	"errors"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -159,5 +161,129 @@ func checkListed(t *testing.T, side string, got, want []string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("%s: listed beyond what is needed:\n%s", side, strings.Join(left, "\n"))
+	}
+}
+
+// listedAs is how a start lists the privilege a grant of docs/SECURITY.md
+// gives, when it is missing: quoted, and ON ALL TABLES IN SCHEMA shop per
+// table of TestLeastPrivileges.
+func listedAs(grant string) []string {
+	head, role, _ := strings.Cut(grant, " TO ")
+	role = secIdent(role)
+	if privs, schema, ok := strings.Cut(head, " ON ALL TABLES IN SCHEMA "); ok {
+		var out []string
+		for _, table := range []string{"events", "items", "scratch"} {
+			out = append(out, privs+" ON TABLE "+secQualified(schema, table)+" TO "+role)
+		}
+		return out
+	}
+	for _, kw := range []string{" ON SCHEMA ", " ON DATABASE "} {
+		if before, object, ok := strings.Cut(head, kw); ok {
+			head = before + kw + secIdent(object)
+		}
+	}
+	return []string{head + " TO " + role}
+}
+
+// leastPrivilegeCopy runs TestLeastPrivileges' applier with --copy into
+// database appdb3, whose tables are empty, with the documented grants and
+// those the copy adds; the start before the copy grants lists exactly
+// those.
+func leastPrivilegeCopy(t *testing.T, h *harness, doc map[string][]string, compare func(db string)) {
+	t.Helper()
+	src, dst := h.pair.Source, h.pair.Target
+	if err := dst.CreateDatabase(h.ctx, "appdb3"); err != nil {
+		t.Fatal(err)
+	}
+	execIn(t, dst, "appdb3", append([]string{`CREATE SCHEMA shop`}, strings.Split(shopTables, ";")...)...)
+	execIn(t, dst, "appdb3", doc["target-schema-precreated"]...)
+	execIn(t, dst, "appdb3", doc["target-grants"]...)
+	cfg := h.secConfig("priv3", "walapply_pub", nil)
+	cfg.Source = secUserURL(src, "walapply_source", privPW)
+	cfg.Target = strings.Replace(secUserURL(dst, "walapply_target", privPW), "/postgres?", "/appdb3?", 1)
+	cfg.Copy = true
+
+	target, source := privilegeStatements(t, secRun(t, cfg))
+	var wantTarget []string
+	for _, g := range doc["target-grants-copy"] {
+		wantTarget = append(wantTarget, listedAs(g)...)
+	}
+	wantSource := []string{`GRANT USAGE ON SCHEMA "shop" TO "walapply_source"`}
+	for _, table := range []string{"events", "items", "scratch"} {
+		wantSource = append(wantSource, `GRANT SELECT ON TABLE `+secQualified("shop", table)+` TO "walapply_source"`)
+	}
+	if !slices.Equal(target, wantTarget) || !slices.Equal(source, wantSource) {
+		t.Errorf("--copy without its grants: listed\n%s\n%s\nwant\n%s\n%s", strings.Join(target, "\n"), strings.Join(source, "\n"),
+			strings.Join(wantTarget, "\n"), strings.Join(wantSource, "\n"))
+	}
+
+	execIn(t, dst, "appdb3", doc["target-grants-copy"]...)
+	execIn(t, src, "postgres", doc["source-grants-copy"]...)
+	stop := h.runApplier(cfg)
+	h.waitCaughtUp("priv3", time.Minute)
+	h.source(`UPDATE shop.items SET price = 7 WHERE id = 2`, `DELETE FROM shop.events WHERE id = 1`)
+	h.waitCaughtUp("priv3", time.Minute)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	compare("appdb3")
+	// Origins belong to the cluster: priv and priv2 have theirs too.
+	if got := rowsIn(t, dst, "appdb3", `SELECT roname::text FROM pg_replication_origin`); !slices.Equal(got, []string{"walapply_priv", "walapply_priv2", "walapply_priv3"}) {
+		t.Errorf("origins after the copy: %v, want the appliers' only (the copy workers' dropped)", got)
+	}
+}
+
+// leastPrivilegeStatus runs `walapply status`, text and --json, as
+// TestLeastPrivileges' roles.
+func leastPrivilegeStatus(t *testing.T, h *harness) {
+	t.Helper()
+	bin := walapplyBinary(t)
+	srcURL := secUserURL(h.pair.Source, "walapply_source", privPW)
+	for _, db := range []string{"postgres", "appdb3"} {
+		tgtURL := strings.Replace(secUserURL(h.pair.Target, "walapply_target", privPW), "/postgres?", "/"+db+"?", 1)
+		out, err := exec.Command(bin, "status", "--target", tgtURL, "--source", srcURL).CombinedOutput()
+		if err != nil {
+			t.Errorf("walapply status on %s as walapply_target: %v\n%s", db, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), "applied up to source ") || !strings.Contains(string(out), "inactive (no applier connected)") {
+			t.Errorf("walapply status on %s lacks the origin's progress or the slot:\n%s", db, out)
+		}
+		out, err = exec.Command(bin, "status", "--target", tgtURL, "--source", srcURL, "--json").Output()
+		if err != nil {
+			t.Errorf("walapply status --json on %s as walapply_target: %v", db, err)
+			continue
+		}
+		var rep struct {
+			Appliers []struct {
+				Name   string `json:"name"`
+				Origin struct {
+					Progress string `json:"progress_lsn"`
+				} `json:"origin"`
+				Copy *struct {
+					Complete bool `json:"complete"`
+				} `json:"initial_copy"`
+				Source *struct {
+					Slot *struct {
+						ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+					} `json:"slot"`
+				} `json:"source"`
+			} `json:"appliers"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("walapply status --json printed %s: %v", out, err)
+		}
+		for _, a := range rep.Appliers {
+			if a.Origin.Progress == "" || a.Source == nil || a.Source.Slot == nil || a.Source.Slot.ConfirmedFlushLSN == "" {
+				t.Errorf("status --json on %s, applier %s: no progress or slot:\n%s", db, a.Name, out)
+			}
+			if db == "appdb3" && (a.Copy == nil || !a.Copy.Complete) {
+				t.Errorf("status --json on appdb3: the initial copy is not shown complete:\n%s", out)
+			}
+		}
+		if len(rep.Appliers) == 0 {
+			t.Errorf("status --json on %s: no applier:\n%s", db, out)
+		}
+		t.Logf("walapply status --json on %s as walapply_target:\n%s", db, out)
 	}
 }
