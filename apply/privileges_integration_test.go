@@ -124,18 +124,38 @@ func TestPrivilegesListedAtOnce(t *testing.T) {
 			}
 		}
 
-		// SELECT alone revoked: named as SELECT (it used to fail at the
-		// first UPDATE, as a permission error on UPDATE).
+		// SELECT revoked while walapply runs: the UPDATE that needs it
+		// fails (42501) and walapply stops, the origin where it was (the
+		// retry without grouping that a failure inside a group makes
+		// starts a session, whose check lists SELECT); the next start
+		// names SELECT (before this check, it failed at the first UPDATE
+		// again, as a permission error on UPDATE).
+		stop = h.runApplier(cfg)
+		h.waitCaughtUp("privs", time.Minute)
+		before := h.secOrigin("privs")
 		h.target(`REVOKE SELECT ON shop.items FROM wa_tgt`)
 		h.source(`UPDATE shop.items SET name = 'again' WHERE id = 1`)
-		before := h.secOrigin("privs")
+		select {
+		case err = <-h.applierDone:
+		case <-time.After(time.Minute):
+			t.Fatal("the applier did not stop at an UPDATE without SELECT")
+		}
+		_ = stop()
+		var pe *apply.PrivilegeError
+		if err == nil || apply.IsTransient(err) || !errors.As(err, &pe) && !strings.Contains(err.Error(), "42501") {
+			t.Errorf("UPDATE without SELECT while running: want a permanent permission error, got %v", err)
+		}
+		t.Logf("SELECT revoked while running: %v", err)
+		if after := h.secOrigin("privs"); after != before {
+			t.Errorf("origin moved from %s to %s past a failed UPDATE", before, after)
+		}
 		err = secRun(t, cfg)
 		t.Logf("without SELECT on shop.items:\n%v", err)
 		target, source = privilegeStatements(t, err)
 		checkListed(t, "target", target, []string{`GRANT SELECT ON TABLE "shop"."items" TO "wa_tgt"`})
 		checkListed(t, "source", source, nil)
 		if after := h.secOrigin("privs"); after != before {
-			t.Errorf("origin moved from %s to %s", before, after)
+			t.Errorf("origin moved from %s to %s past a failed start", before, after)
 		}
 
 		// Row-level security on a source table the role does not own: a
