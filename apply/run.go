@@ -160,6 +160,9 @@ func (s *session) connect(ctx context.Context) error {
 	if s.control, err = connectTarget(ctx, cfg, "control"); err != nil {
 		return err
 	}
+	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil { // privileges.go (to move into the preflight)
+		return err
+	}
 	if err := prepareTarget(ctx, s.control, cfg); err != nil {
 		return err
 	}

@@ -94,7 +94,8 @@ type originStatus struct {
 	// origin never advanced.
 	Progress string `json:"progress_lsn,omitempty"`
 	// LocalLSN is the target's own LSN of that commit, when the server
-	// still has it in memory (pg_replication_origin_status).
+	// still has it in memory (pg_replication_origin_status) and the role
+	// may read that view.
 	LocalLSN string `json:"local_lsn,omitempty"`
 }
 
@@ -253,11 +254,20 @@ func readAppliers(ctx context.Context, conn *pgx.Conn, name string) ([]applierSt
 // prepared transactions.
 func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
 	o := &a.Origin
-	var progress, local *string
-	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_replication_origin_progress(o.roname, false)::text, s.local_lsn::text
-		FROM pg_catalog.pg_replication_origin o
-		LEFT JOIN pg_catalog.pg_replication_origin_status s ON s.local_id = o.roident
-		WHERE o.roname = $1`, o.Name).Scan(&progress, &local)
+	// pg_replication_origin_status is readable by superusers only unless
+	// granted; walapply's own role reads the progress through the function
+	// it runs with (docs/SECURITY.md), and the local LSN only when it may.
+	var readStatus bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_replication_origin_status', 'SELECT')`).Scan(&readStatus); err != nil {
+		return fmt.Errorf("reading replication origin %q on the target: %w", o.Name, err)
+	}
+	local := `NULL::text`
+	if readStatus {
+		local = `(SELECT s.local_lsn::text FROM pg_catalog.pg_replication_origin_status s WHERE s.local_id = o.roident)`
+	}
+	var progress, localLSN *string
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_replication_origin_progress(o.roname, false)::text, `+local+`
+		FROM pg_catalog.pg_replication_origin o WHERE o.roname = $1`, o.Name).Scan(&progress, &localLSN)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -267,8 +277,8 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 		if progress != nil && *progress != protocol.InvalidLSN.String() {
 			o.Progress = *progress
 		}
-		if local != nil && *local != protocol.InvalidLSN.String() {
-			o.LocalLSN = *local
+		if localLSN != nil && *localLSN != protocol.InvalidLSN.String() {
+			o.LocalLSN = *localLSN
 		}
 	}
 
