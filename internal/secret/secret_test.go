@@ -174,3 +174,16 @@ func TestWriter(t *testing.T) {
 		t.Errorf("nil set masked: %q", got)
 	}
 }
+
+// BenchmarkScrubLogLine is the cost a log line pays for the masking of
+// the binary's stderr.
+func BenchmarkScrubLogLine(b *testing.B) {
+	s := secret.New("postgres://walapply:Zx9s3cr3tQ%20pw@db1:5432/app", "host=db2 password='An0ther s3cret'")
+	line := `{"level":"trace","relation":"public.orders","lsn":"0/16B3748","xid":7412,"op":"update","columns":12,"time":"2026-12-01T15:20:04Z","message":"applying a change to the target table"}` + "\n"
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if s.Scrub(line) != line {
+			b.Fatal("masked a line without a password")
+		}
+	}
+}
