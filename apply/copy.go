@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -399,12 +400,12 @@ func (c *copier) finish(ctx context.Context) error {
 func connectSource(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(cfg.Source)
 	if err != nil {
-		return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, redact(err))
+		return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, secret.Error(err, cfg.Source))
 	}
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the source (%s): %w", role, err)
+		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(err, cfg.Source))
 	}
 	return conn, nil
 }

@@ -40,12 +40,24 @@ import (
 // are in progress exactly when listed in xip. A copy only ever asks about
 // transactions that committed or prepared, so "not in progress" means
 // "committed and visible".
+//
+// xmax may be below xmin. A slot's exported snapshot (snapbuild.c) takes
+// xmin from the oldest running xid of the last xl_running_xacts record it
+// read and xmax from one past the newest commit it saw while building, so
+// when the transactions between the two aborted, xmax is the lower one
+// (seen as "2863:2862:"); the list of running xids, every xid from xmin
+// up to xmax that did not commit, is then empty. PostgreSQL reads such a
+// snapshot with xmin first (XidInMVCCSnapshot, pg_visible_in_snapshot):
+// below xmin is finished, whatever xmax says; visible does the same.
 type copySnapshot struct {
 	xmin, xmax uint64
 	xip        []uint64 // sorted
 }
 
 // parseSnapshot reads pg_snapshot's text form, "xmin:xmax:xip,xip,...".
+// It accepts every snapshot PostgreSQL hands out, xmax below xmin
+// included, and refuses an xip outside [xmin, xmax), which none has (and
+// which, with xmax below xmin, means any xip at all).
 func parseSnapshot(s string) (copySnapshot, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 3 {
@@ -58,9 +70,6 @@ func parseSnapshot(s string) (copySnapshot, error) {
 	}
 	if snap.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
 		return copySnapshot{}, fmt.Errorf("apply: snapshot %q: xmax: %w", s, err)
-	}
-	if snap.xmax < snap.xmin {
-		return copySnapshot{}, fmt.Errorf("apply: snapshot %q: xmax is below xmin", s)
 	}
 	if parts[2] != "" {
 		for _, f := range strings.Split(parts[2], ",") {
@@ -91,7 +100,8 @@ func widenXid(xid uint32, ref uint64) uint64 {
 }
 
 // visible reports whether the transaction xid (which committed or
-// prepared) had committed in the snapshot.
+// prepared) had committed in the snapshot. xmin is asked first, as
+// PostgreSQL does: the order decides when xmax is below xmin.
 func (s *copySnapshot) visible(xid uint32) bool {
 	x := widenXid(xid, s.xmax)
 	switch {

@@ -1,8 +1,10 @@
 package apply
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +23,13 @@ func TestParseSnapshot(t *testing.T) {
 		{in: "10:20", err: "want xmin:xmax:xip-list"},
 		{in: "x:20:", err: "xmin"},
 		{in: "10:y:", err: "xmax"},
-		{in: "20:10:", err: "xmax is below xmin"},
+		// xmax below xmin: a slot's exported snapshot after aborts
+		// (see copySnapshot); it lists no xid.
+		{in: "2863:2862:", want: copySnapshot{xmin: 2863, xmax: 2862}},
+		{in: "20:10:", want: copySnapshot{xmin: 20, xmax: 10}},
+		{in: "4294967300:4294967290:", want: copySnapshot{xmin: 4294967300, xmax: 4294967290}},
+		{in: "2863:2862:2862", err: "outside"},
+		{in: "20:10:15", err: "outside"},
 		{in: "10:20:9", err: "outside"},
 		{in: "10:20:20", err: "outside"},
 		{in: "10:20:1a", err: "xip"},
@@ -161,4 +169,92 @@ func TestCopyFilter(t *testing.T) {
 	if m := ins(2); nilFilter.filter(a, m) != m {
 		t.Error("a nil filter dropped a change")
 	}
+}
+
+// pgVisible is PostgreSQL's rule for a snapshot (XidInMVCCSnapshot,
+// pg_visible_in_snapshot), on full xids: below xmin finished, from xmax on
+// not started, in between running when listed.
+func pgVisible(s copySnapshot, x uint64) bool {
+	if x < s.xmin {
+		return true
+	}
+	if x >= s.xmax {
+		return false
+	}
+	return !slices.Contains(s.xip, x)
+}
+
+// TestSnapshotVisibleExported checks visible on snapshots of the forms
+// PostgreSQL exports, xmax below xmin among them, against PostgreSQL's
+// rule for every xid around them.
+func TestSnapshotVisibleExported(t *testing.T) {
+	const epoch = uint64(1) << 32
+	for _, tc := range []struct {
+		in      string
+		visible []uint64 // xids visible among [lo, hi)
+		lo, hi  uint64
+	}{
+		// The snapshot: 2862 finished (below xmin), 2863 on running.
+		{in: "2863:2862:", lo: 2855, hi: 2870, visible: []uint64{2855, 2856, 2857, 2858, 2859, 2860, 2861, 2862}},
+		// Several aborted xids between xmax and xmin.
+		{in: "105:101:", lo: 98, hi: 110, visible: []uint64{98, 99, 100, 101, 102, 103, 104}},
+		// No transaction ran at the consistent point.
+		{in: "100:100:", lo: 95, hi: 105, visible: []uint64{95, 96, 97, 98, 99}},
+		// The ordinary form: running xids listed, the rest committed.
+		{in: "100:105:100,102", lo: 98, hi: 108, visible: []uint64{98, 99, 101, 103, 104}},
+		// Across an epoch boundary, xmax below xmin.
+		{in: "4294967298:4294967295:", lo: epoch - 3, hi: epoch + 5, visible: []uint64{epoch - 3, epoch - 2, epoch - 1, epoch, epoch + 1}},
+	} {
+		s, err := parseSnapshot(tc.in)
+		if err != nil {
+			t.Errorf("parseSnapshot(%q): %v", tc.in, err)
+			continue
+		}
+		for x := tc.lo; x < tc.hi; x++ {
+			want := slices.Contains(tc.visible, x)
+			if pg := pgVisible(s, x); pg != want {
+				t.Fatalf("%s: the test's table says %d visible=%v, PostgreSQL's rule %v", tc.in, x, want, pg)
+			}
+			if got := s.visible(uint32(x)); got != want {
+				t.Errorf("%s: visible(%d) = %v, want %v", tc.in, x, got, want)
+			}
+		}
+	}
+}
+
+// FuzzSnapshotVisible builds snapshots of every form PostgreSQL exports
+// (xmax on either side of xmin, running xids in [xmin, xmax)), writes them
+// as pg_snapshot text and checks that parseSnapshot accepts them and that
+// visible follows PostgreSQL's rule for the xids around them.
+func FuzzSnapshotVisible(f *testing.F) {
+	f.Add(uint64(2863), int16(-1), uint64(0))
+	f.Add(uint64(100), int16(5), uint64(0b10101))
+	f.Add(uint64(1)<<32-2, int16(4), uint64(0b11))
+	f.Add(uint64(3), int16(0), uint64(0))
+	f.Fuzz(func(t *testing.T, xmin uint64, delta int16, mask uint64) {
+		xmin = 3 + xmin%(1<<40) // a normal full xid
+		d := int64(delta % 64)
+		if d < -int64(xmin-3) {
+			d = -int64(xmin - 3)
+		}
+		s := copySnapshot{xmin: xmin, xmax: uint64(int64(xmin) + d)}
+		var xip []string
+		for x := s.xmin; x < s.xmax; x++ {
+			if mask&(1<<(x-s.xmin)) != 0 {
+				s.xip = append(s.xip, x)
+				xip = append(xip, strconv.FormatUint(x, 10))
+			}
+		}
+		text := fmt.Sprintf("%d:%d:%s", s.xmin, s.xmax, strings.Join(xip, ","))
+		got, err := parseSnapshot(text)
+		if err != nil {
+			t.Fatalf("parseSnapshot(%q): %v", text, err)
+		}
+		lo, hi := min(s.xmin, s.xmax), max(s.xmin, s.xmax)
+		for x := lo - min(lo, 3); x < hi+3; x++ {
+			if v, want := got.visible(uint32(x)), pgVisible(s, x); v != want {
+				t.Fatalf("%s: visible(%d) = %v, PostgreSQL says %v", text, x, v, want)
+			}
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 )
 
 // Logical replication does not carry sequences: the rows a replica
@@ -79,7 +80,7 @@ WHERE c.relkind = 'S' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 
 func SyncSequences(ctx context.Context, o SequenceOptions) ([]SequenceValue, error) {
 	src, err := pgx.Connect(ctx, o.Source)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the source: %w", err)
+		return nil, fmt.Errorf("connecting to the source: %w", secret.Error(err, o.Source))
 	}
 	defer src.Close(context.WithoutCancel(ctx))
 	seqs, err := selectSequences(ctx, src, o)
@@ -97,7 +98,7 @@ func SyncSequences(ctx context.Context, o SequenceOptions) ([]SequenceValue, err
 
 	tgt, err := pgx.Connect(ctx, o.Target)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the target: %w", err)
+		return nil, fmt.Errorf("connecting to the target: %w", secret.Error(err, o.Target))
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
 	names := make([]string, len(seqs))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -118,7 +119,7 @@ func (s *session) close() {
 func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(cfg.Target)
 	if err != nil {
-		return nil, fmt.Errorf("%w: target connection string: %v", ErrConfig, redact(err))
+		return nil, fmt.Errorf("%w: target connection string: %v", ErrConfig, secret.Error(err, cfg.Target))
 	}
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
 	if _, set := pc.RuntimeParams["jit"]; !set {
@@ -139,15 +140,9 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the target (%s): %w", role, err)
+		return nil, fmt.Errorf("connecting to the target (%s): %w", role, secret.Error(err, cfg.Target))
 	}
 	return conn, nil
-}
-
-// redact drops the text of a connection-string parse error, which may quote
-// the string (and with it a password).
-func redact(err error) error {
-	return errors.New("cannot parse it (check its syntax; the text is not repeated here because it may hold a password)")
 }
 
 func (s *session) connect(ctx context.Context) error {

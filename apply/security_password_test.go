@@ -258,6 +258,17 @@ func (p *secProc) term(t *testing.T) {
 	}
 }
 
+// exited reports whether the process has exited.
+func (p *secProc) exited() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *secProc) kill() {
 	_ = p.cmd.Process.Kill()
 	err := <-p.done

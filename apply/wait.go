@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -49,14 +50,14 @@ func WaitCaughtUp(ctx context.Context, source, slot string) error {
 func waitCaughtUp(ctx context.Context, source, slot string, stopped func() (bool, error)) error {
 	pc, err := pgx.ParseConfig(source)
 	if err != nil {
-		return fmt.Errorf("%w: source connection string: %v", ErrConfig, redact(err))
+		return fmt.Errorf("%w: source connection string: %v", ErrConfig, secret.Error(err, source))
 	}
 	// WaitCaughtUp runs plain queries: a walsender connection would not
 	// take them through the extended protocol.
 	delete(pc.RuntimeParams, "replication")
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return fmt.Errorf("apply: waiting for slot %q: connecting to the source: %w", slot, err)
+		return fmt.Errorf("apply: waiting for slot %q: connecting to the source: %w", slot, secret.Error(err, source))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 

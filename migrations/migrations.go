@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"github.com/walapply/walapply/internal/secret"
 )
 
 //go:embed sql/*.sql
@@ -64,11 +65,12 @@ func files() fs.FS {
 	return sub
 }
 
-// Open opens a database/sql handle on connString through pgx.
+// Open opens a database/sql handle on connString through pgx. Its errors,
+// and those of Up and Version, show no piece of a password (package secret).
 func Open(connString string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("migrations: parsing the connection string: %w", err)
+		return nil, fmt.Errorf("migrations: parsing the connection string: %w", secret.Error(err, connString))
 	}
 	return stdlib.OpenDB(*cfg), nil
 }
@@ -81,7 +83,7 @@ func Up(ctx context.Context, connString string) error {
 		return err
 	}
 	defer db.Close()
-	return UpDB(ctx, db)
+	return secret.Error(UpDB(ctx, db), connString)
 }
 
 // UpDB is Up on an open database handle. The handle must allow at least two
@@ -109,7 +111,8 @@ func Version(ctx context.Context, connString string) (current, latest int64, err
 		return 0, 0, err
 	}
 	defer db.Close()
-	return VersionDB(ctx, db)
+	current, latest, err = VersionDB(ctx, db)
+	return current, latest, secret.Error(err, connString)
 }
 
 // VersionDB is Version on an open database handle.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/walapply/walapply/internal/secret"
 )
 
 // ReplConn is a logical replication connection to a source: a walsender
@@ -42,12 +43,12 @@ var ErrConnSpent = errors.New("protocol: the replication connection is streaming
 // application_name defaults to "walapply" so the walsender is recognisable in
 // pg_stat_replication.
 //
-// Errors never contain the password: a connection string that does not parse
-// is reported with every password-looking part of it masked.
+// Errors never contain a piece of a password (package secret masks them):
+// a connection string that does not parse is reported with pgconn's reason.
 func ConnectReplication(ctx context.Context, connString string) (*ReplConn, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return nil, errors.New("protocol: parse the source connection string: " + scrubPasswords(err.Error(), connString))
+		return nil, fmt.Errorf("protocol: parse the source connection string: %w", secret.Error(err, connString))
 	}
 	// A replication=true (physical) or missing setting would start the wrong
 	// kind of walsender: logical decoding needs a database connection.
@@ -64,7 +65,7 @@ func ConnectReplication(ctx context.Context, connString string) (*ReplConn, erro
 	cfg.DialFunc = coalescing(cfg.DialFunc, coalescePause)
 	pg, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, &redactedError{msg: "protocol: connect to the source for replication: " + scrubPasswords(err.Error(), connString, cfg.Password), err: err}
+		return nil, fmt.Errorf("protocol: connect to the source for replication: %w", secret.Error(err, connString))
 	}
 	v, err := parseServerVersion(pg.ParameterStatus("server_version"))
 	if err != nil {
@@ -194,117 +195,4 @@ func (c *ReplConn) drainToReady(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// redactedError carries a message scrubbed of passwords while keeping the
-// cause for errors.Is / errors.As.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// scrubPasswords masks in msg every password that connString (or extra) may
-// hold. pgconn redacts passwords in its own messages only on a best-effort
-// basis, and errors it wraps (net/url's) quote the input verbatim.
-func scrubPasswords(msg, connString string, extra ...string) string {
-	cands := append(passwordCandidates(connString), extra...)
-	for _, p := range cands {
-		if p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
-}
-
-// passwordCandidates extracts what could be a password from a connection
-// string that may be malformed: the URL userinfo's password, a password
-// query parameter, and password=... key/value settings, raw and unescaped.
-func passwordCandidates(cs string) []string {
-	var out []string
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		out = append(out, p)
-		if u, err := urlUnescape(p); err == nil && u != p {
-			out = append(out, u)
-		}
-	}
-	if i := strings.Index(cs, "://"); i >= 0 {
-		rest := cs[i+3:]
-		if q := strings.IndexAny(rest, "?#"); q >= 0 {
-			rest = rest[:q]
-		}
-		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-			if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-				add(rest[colon+1 : at])
-			}
-		}
-	}
-	// password=value in key/value strings and in URL query parameters.
-	lower := strings.ToLower(cs)
-	for off := 0; ; {
-		i := strings.Index(lower[off:], "password")
-		if i < 0 {
-			break
-		}
-		j := off + i + len("password")
-		off = j
-		for j < len(cs) && (cs[j] == ' ' || cs[j] == '\t') {
-			j++
-		}
-		if j >= len(cs) || cs[j] != '=' {
-			continue
-		}
-		j++
-		for j < len(cs) && (cs[j] == ' ' || cs[j] == '\t') {
-			j++
-		}
-		if j < len(cs) && cs[j] == '\'' {
-			var b strings.Builder
-			k := j + 1
-			for ; k < len(cs) && cs[k] != '\''; k++ {
-				if cs[k] == '\\' && k+1 < len(cs) {
-					k++
-				}
-				b.WriteByte(cs[k])
-			}
-			add(b.String())
-			add(cs[j+1 : k])
-			continue
-		}
-		k := j
-		for k < len(cs) && cs[k] != ' ' && cs[k] != '\t' && cs[k] != '&' {
-			k++
-		}
-		add(cs[j:k])
-	}
-	return out
-}
-
-// urlUnescape decodes %XX escapes (and nothing else).
-func urlUnescape(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", errors.New("bad escape")
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", err
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), nil
 }

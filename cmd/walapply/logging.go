@@ -29,6 +29,9 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want auto, json or console", format)
 	}
+	if printed != nil {
+		w = printed.Writer(w)
+	}
 	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}

@@ -14,9 +14,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/walapply/walapply/internal/secret"
 )
 
 // command is one subcommand. Each registers itself from its own file.
@@ -28,6 +31,13 @@ type command struct {
 }
 
 var commands = map[string]command{}
+
+// printed masks what this process prints to stderr (its log and its last
+// error) with the passwords of every connection string it was given: the
+// same rule as the errors of the packages it uses (package secret), as a
+// last line of defence. nil (in tests calling commands directly) masks
+// nothing.
+var printed *secret.Set
 
 // defaultMemoryLimit is the soft memory limit of the Go runtime (see main).
 const defaultMemoryLimit = 40 << 20
@@ -67,20 +77,43 @@ func main() {
 	// SIGINT/SIGTERM cancel the context: every command stops at a clean point.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	printed = secret.New(givenStrings(os.Args[2:])...)
 	err := c.run(ctx, os.Args[2:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
 		}
-		fmt.Fprintf(os.Stderr, "walapply %s: %v\n", os.Args[1], err)
+		fmt.Fprintf(os.Stderr, "walapply %s: %s\n", os.Args[1], printed.Scrub(err.Error()))
 		os.Exit(1)
 	}
+}
+
+// givenStrings returns what may be a connection string among the
+// arguments (each, and the value of each --flag=value) and the WALAPPLY_*
+// environment variables.
+func givenStrings(args []string) []string {
+	out := slices.Clone(args)
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+			out = append(out, v)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "WALAPPLY_") {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // newFlagSet returns a FlagSet for a command whose flags all have an
 // environment fallback: flag "spill-dir" reads WALAPPLY_SPILL_DIR.
 func newFlagSet(name string) *flag.FlagSet {
-	return flag.NewFlagSet("walapply "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("walapply "+name, flag.ContinueOnError)
+	if printed != nil {
+		fs.SetOutput(printed.Writer(os.Stderr))
+	}
+	return fs
 }
 
 // parseWithEnv parses args after applying environment defaults to every

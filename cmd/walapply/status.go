@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/twophase"
 )
@@ -159,7 +160,7 @@ type spillFile struct {
 
 // gatherStatus reads everything status shows.
 func gatherStatus(ctx context.Context, f statusFlags) (*statusReport, error) {
-	target, err := pgx.Connect(ctx, f.target)
+	target, err := connectPlain(ctx, f.target)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the target: %w", err)
 	}
@@ -195,14 +196,15 @@ func gatherStatus(ctx context.Context, f statusFlags) (*statusReport, error) {
 
 // connectPlain connects for ordinary queries, dropping a replication
 // parameter from the connection string (the same string as run's --source
-// may carry one).
+// may carry one). Its errors show no piece of a password (package secret).
 func connectPlain(ctx context.Context, connString string) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(connString)
 	if err != nil {
-		return nil, errors.New("cannot parse the connection string (the text is not repeated here because it may hold a password)")
+		return nil, secret.Error(err, connString)
 	}
 	delete(pc.RuntimeParams, "replication")
-	return pgx.ConnectConfig(ctx, pc)
+	conn, err := pgx.ConnectConfig(ctx, pc)
+	return conn, secret.Error(err, connString)
 }
 
 // readAppliers reads walapply.appliers: every applier, or the named one.
