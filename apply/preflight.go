@@ -51,7 +51,10 @@ type preflightFacts struct {
 type preflightCheck func(ctx context.Context, s *session, f *preflightFacts) (problems []error, err error)
 
 // preflightChecks are run in this order; their problems are reported
-// together. A new check is one more entry.
+// together. A new check is one more entry: it has the session's
+// connections (s.control on the target, s.source on the source, whose
+// replication connection takes plain SQL too) and s.cfg, and returns its
+// problems, as the privilege check does.
 var preflightChecks = []preflightCheck{
 	checkWALLevel,
 	checkPublications,
