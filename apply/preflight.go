@@ -54,7 +54,7 @@ type preflightCheck func(ctx context.Context, s *session, f *preflightFacts) (pr
 // together. A new check is one more entry: it has the session's
 // connections (s.control on the target, s.source on the source, whose
 // replication connection takes plain SQL too) and s.cfg, and returns its
-// problems, as the privilege check does.
+// problems (the privilege check of privileges.go joins the list so).
 var preflightChecks = []preflightCheck{
 	checkWALLevel,
 	checkPublications,
