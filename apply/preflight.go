@@ -22,7 +22,7 @@ import (
 // It runs once both sides answered (connect opens the target connections
 // and the replication connection first, so an unreachable side, a wrong
 // password or a refused port fail before anything is created) and reads the
-// facts the checks share in one round trip per side. Each check then
+// facts the checks share once (gatherFacts). Each check then
 // returns the problems it found; the preflight reports all of them at once,
 // as a permanent *PreflightError, like checkTargetTables does for the copy,
 // so that a user fixes everything in one go instead of one failed run per
