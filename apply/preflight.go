@@ -43,6 +43,9 @@ type preflightFacts struct {
 	// maxPrepared is the target's max_prepared_transactions, read only
 	// with --two-phase.
 	maxPrepared int
+	// copyTodo: the initial copy is asked for and has tables to copy
+	// (checkCopyPlan); copyResume: it resumes an earlier attempt.
+	copyTodo, copyResume bool
 }
 
 // preflightCheck is one check of the preflight: the problems it found
@@ -62,6 +65,7 @@ var preflightChecks = []preflightCheck{
 	checkSourceOptions,
 	checkTwoPhase,
 	checkCopyPlan,
+	checkCopyTargets,
 }
 
 // PreflightError lists every problem the preflight found. Nothing was
@@ -273,10 +277,52 @@ func checkCopyPlan(ctx context.Context, s *session, f *preflightFacts) ([]error,
 	if err != nil {
 		return nil, err
 	}
-	_, err = planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, slot: cfg.Slot, rec: rec,
+	act, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, slot: cfg.Slot, rec: rec,
 		slotFound: f.slotFound, slotFlush: f.slot.ConfirmedFlush, origin: origin})
 	if err != nil {
 		return []error{err}, nil
+	}
+	f.copyTodo, f.copyResume = act != copyNothing, act == copyResume
+	return nil, nil
+}
+
+// checkCopyTargets: what the initial copy would find wrong with the
+// target tables (checkTargetTables: missing tables or columns, tables to
+// copy that are not empty), before the origin, the row or the copy's slot
+// exist. The copy checks them again in copier.run.
+func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
+	if !f.copyTodo {
+		return nil, nil
+	}
+	cfg := s.cfg
+	src, err := connectSource(ctx, cfg, "check")
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	tables, err := listPublishedTables(ctx, src, cfg.Publications, f.version)
+	if err != nil {
+		return nil, err
+	}
+	done := map[relName]bool{}
+	if f.copyResume {
+		if done, err = readDoneTables(ctx, s.control, cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	var todo []*copyTable
+	for _, t := range tables {
+		if !done[t.relName] {
+			todo = append(todo, t)
+		}
+	}
+	err = checkTargetTables(ctx, s.control, tables, todo)
+	var problem *CopyCheckError
+	switch {
+	case errors.As(err, &problem):
+		return []error{problem}, nil
+	case err != nil:
+		return nil, err
 	}
 	return nil, nil
 }

@@ -83,9 +83,9 @@ func TestPreflightMissingPublication(t *testing.T) {
 }
 
 // TestPreflightLeavesNothing: a wrong password, a refused port, a missing
-// slot without --create-slot and a source without wal_level = logical each
-// stop (or keep retrying) without leaving anything on the target or the
-// source.
+// slot without --create-slot, --copy into a target that lacks a table and
+// a source without wal_level = logical each stop (or keep retrying)
+// without leaving anything on the target or the source.
 func TestPreflightLeavesNothing(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
@@ -113,6 +113,16 @@ func TestPreflightLeavesNothing(t *testing.T) {
 			expectPermanent(t, secRun(t, cfg), "cannot start, 2 problems", `publication "typo" does not exist`,
 				`replication slot "nope" does not exist on the source`, "--create-slot")
 			h.expectUntouched(t, h.pair.Source, "nope")
+		})
+		t.Run("copy into a missing table", func(t *testing.T) {
+			h.source(`CREATE TABLE u (id int PRIMARY KEY)`, `CREATE PUBLICATION pub_u FOR TABLE t, u`)
+			cfg := h.config("s", "pub_u")
+			cfg.Copy = true
+			expectPermanent(t, secRun(t, cfg), `published table(s) missing on the target: "public"."u"`, "nothing was created")
+			h.expectUntouched(t, h.pair.Source, "s")
+			if copies := h.rows(h.pair.Target, `SELECT applier FROM walapply.copies`); len(copies) != 0 {
+				t.Errorf("walapply.copies rows left on the target: %q", copies)
+			}
 		})
 		t.Run("wal_level replica", func(t *testing.T) {
 			replica := testenv.NewCluster(t, testenv.Options{Version: version, Settings: map[string]string{"wal_level": "replica"}})
