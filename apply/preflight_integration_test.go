@@ -36,10 +36,11 @@ func (h *harness) expectUntouched(t *testing.T, source *testenv.Cluster, name st
 	if origins := h.rows(h.pair.Target, `SELECT roname::text FROM pg_replication_origin`); len(origins) != 0 {
 		t.Errorf("origins left on the target: %q", origins)
 	}
-	rows := h.rows(h.pair.Target, `SELECT CASE WHEN to_regclass('walapply.appliers') IS NULL THEN '' ELSE
-		(SELECT coalesce(string_agg(name, ','), '') FROM walapply.appliers) END`)
-	if rows[0] != "" {
-		t.Errorf("walapply.appliers rows left on the target: %s (applier %q)", rows[0], name)
+	if h.rows(h.pair.Target, `SELECT (to_regclass('walapply.appliers') IS NULL)::text`)[0] == "true" {
+		return // not even migrated
+	}
+	if rows := h.rows(h.pair.Target, `SELECT name FROM walapply.appliers`); len(rows) != 0 {
+		t.Errorf("walapply.appliers rows left on the target: %q (applier %q)", rows, name)
 	}
 }
 
