@@ -93,6 +93,10 @@ type Config struct {
 	// noGroupThrough disables grouping up to a failed transaction, for
 	// the retry after a permanent error in a group.
 	noGroupThrough protocol.LSN
+	// createdSlot: this run created the slot (--create-slot) and has not
+	// replicated from it yet; if the run ends before it does, the slot is
+	// dropped again (dropCreatedSlot).
+	createdSlot bool
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged

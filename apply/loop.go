@@ -61,7 +61,8 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			// The position names where the stream broke, also when the
 			// damage left nothing of the message's own header to read.
-			return fmt.Errorf("receiving from the source after source LSN %s: %w", s.serverWALEnd, err)
+			err = fmt.Errorf("receiving from the source after source LSN %s: %w", s.serverWALEnd, err)
+			return s.publicationLost(applyCtx, err) // stream_publication.go
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:

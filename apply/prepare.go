@@ -51,7 +51,6 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -107,28 +106,20 @@ func checkTwoPhaseConfig(cfg *Config) error {
 // (pgoutput protocol 3).
 const minTwoPhaseSource = 150000
 
-// prepareTwoPhase readies the session for two-phase transactions: it checks
-// that the source can send them and the target can hold them, says whether
-// the slot still has to be switched to two-phase decoding (START_REPLICATION
-// with two_phase does that, for good), prepares the statements and looks
-// for prepared transactions an earlier run left on the target.
+// prepareTwoPhase readies the session for two-phase transactions: it says
+// whether the slot still has to be switched to two-phase decoding
+// (START_REPLICATION with two_phase does that, for good), prepares the
+// statements and looks for prepared transactions an earlier run left on the
+// target.
 func (s *session) prepareTwoPhase(ctx context.Context) error {
 	cfg := s.cfg
 	if !cfg.TwoPhase {
 		return nil
 	}
 	log := cfg.Logger
-	if v := s.source.ServerVersion(); v < minTwoPhaseSource {
-		return &PermanentError{fmt.Errorf("%w: --two-phase needs PostgreSQL 15 or later on the source, which is %d.%d; run without --two-phase (prepared transactions then arrive at COMMIT PREPARED)",
-			ErrNotSupported, v/10000, v%10000)}
-	}
-	maxTarget, err := twophase.CheckTarget(ctx, s.control)
-	if errors.Is(err, twophase.ErrNoPreparedTransactions) {
-		return &PermanentError{err}
-	}
-	if err != nil {
-		return err // the query failed (a lost connection is retried)
-	}
+	// The preflight checked the source's version and the target's
+	// max_prepared_transactions (checkTwoPhase).
+	maxTarget := s.facts.maxPrepared
 	if maxSource, err := sourceSetting(ctx, s.source, "max_prepared_transactions"); err != nil {
 		log.Debug().Err(err).Msg("reading max_prepared_transactions on the source")
 	} else if maxSource > maxTarget {

@@ -22,6 +22,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	log := cfg.Logger
+	defer dropCreatedSlot(&cfg)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
@@ -68,6 +69,7 @@ type session struct {
 	stream  *protocol.ReplStream
 	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string
+	facts   *preflightFacts // what the preflight learned (preflight.go)
 	applier *Applier
 	tracker *state.FlushTracker
 	decoder *protocol.Decoder
@@ -145,38 +147,45 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	return conn, nil
 }
 
+// connect starts a session in two phases (DESIGN.md invariant 10): it
+// reaches both sides and runs the preflight (preflight.go), which creates
+// nothing; only then does it create what the applier needs: the origin, the
+// applier's row in walapply.appliers, the initial copy and the slot. The
+// walapply schema's migration (prepareTarget) comes before the preflight:
+// it is shared by every applier of the target and is no applier's.
 func (s *session) connect(ctx context.Context) error {
 	cfg := s.cfg
 	log := cfg.Logger
 	var err error
+	if s.origin, err = state.OriginName(cfg.Name); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	if s.target, err = connectTarget(ctx, cfg, "apply"); err != nil {
 		return err
 	}
 	if s.control, err = connectTarget(ctx, cfg, "control"); err != nil {
 		return err
 	}
-	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil { // privileges.go (to move into the preflight)
+	// The privilege check (privileges.go) is the preflight's first part:
+	// it runs before the migration, which already needs CREATE on the
+	// target database, and lists every missing grant at once.
+	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil {
 		return err
 	}
 	if err := prepareTarget(ctx, s.control, cfg); err != nil {
 		return err
 	}
-	if s.origin, err = state.OriginName(cfg.Name); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
-		return err
-	}
-
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
 		return fmt.Errorf("connecting to the source: %w", err)
 	}
-	if err := checkOriginSupport(cfg.Origin, s.source.ServerVersion()); err != nil {
+	if s.facts, err = s.preflight(ctx); err != nil {
 		return err
 	}
-	sys, err := s.source.IdentifySystem(ctx)
-	if err != nil {
-		return fmt.Errorf("identifying the source system: %w", err)
+	sys := s.facts.sys
+
+	// Validated: from here on, things are created.
+	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
+		return err
 	}
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
 		return err
@@ -230,6 +239,7 @@ func (s *session) connect(ctx context.Context) error {
 	if s.decoder, err = protocol.NewDecoder(s.stream.DecoderOptions()); err != nil {
 		return err
 	}
+	cfg.createdSlot = false // replicating: the slot is in use, no longer this start's to drop
 	cfg.observeConnected(start)
 	log.Info().Str("slot", cfg.Slot).Strs("publications", cfg.Publications).Str("origin", s.origin).
 		Stringer("start_lsn", start).Str("source_system_id", sys.SystemID).Int32("timeline", sys.Timeline).
@@ -237,29 +247,58 @@ func (s *session) connect(ctx context.Context) error {
 	return nil
 }
 
-// ensureSlot checks that the slot exists and is a pgoutput slot, creating it
-// when asked to.
+// ensureSlot creates the slot when it is missing and --create-slot asks
+// for it. The preflight checked an existing slot; this runs after the
+// initial copy, which may have created the slot itself.
 func (s *session) ensureSlot(ctx context.Context) error {
 	cfg := s.cfg
-	st, found, err := s.source.Slot(ctx, cfg.Slot)
+	_, found, err := s.source.Slot(ctx, cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
 	}
-	if !found {
-		if !cfg.CreateSlot {
-			return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
-		}
-		info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
-		if err != nil {
-			return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
-		}
-		cfg.Logger.Info().Str("slot", info.Name).Stringer("consistent_point", info.ConsistentPoint).Msg("created replication slot")
+	if found {
 		return nil
 	}
-	if st.Plugin != "pgoutput" {
-		return &PermanentError{fmt.Errorf("replication slot %q uses plugin %q; walapply needs a pgoutput slot", cfg.Slot, st.Plugin)}
+	if !cfg.CreateSlot {
+		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
 	}
+	info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
+	if err != nil {
+		return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
+	}
+	cfg.Logger.Info().Str("slot", info.Name).Stringer("consistent_point", info.ConsistentPoint).Msg("created replication slot")
+	cfg.createdSlot = true
 	return nil
+}
+
+// dropCreatedSlot drops the slot this run created if the run ends (a
+// permanent error, or stopped while retrying) before it replicated from it:
+// a start that fails leaves the source as it was (DESIGN.md invariant 10),
+// and a slot nobody reads would hold the source's WAL forever.
+func dropCreatedSlot(cfg *Config) {
+	if !cfg.createdSlot {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log := cfg.Logger
+	err := func() error {
+		rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+		if err != nil {
+			return err
+		}
+		defer rc.Close(ctx)
+		// WAIT: the walsender of the session that just ended may not
+		// have released the slot yet.
+		return rc.DropSlot(ctx, cfg.Slot, true)
+	}()
+	if err != nil && !isUndefinedObject(err) {
+		log.Warn().Err(err).Str("slot", cfg.Slot).Msg(fmt.Sprintf("the start failed, and the replication slot it created could not be dropped: "+
+			"drop it on the source (SELECT pg_drop_replication_slot('%s')) unless you run walapply again with it", cfg.Slot))
+		return
+	}
+	cfg.createdSlot = false
+	log.Info().Str("slot", cfg.Slot).Msg("dropped the replication slot this start created, since the start failed")
 }
 
 // PermanentError marks an error that retrying cannot fix.

@@ -74,6 +74,7 @@ type ReplStream struct {
 	conn    *ReplConn
 	netConn net.Conn
 	opts    DecoderOptions
+	pubs    []string // the publications asked for (replconn_notice.go)
 
 	mu          sync.Mutex // guards the fields below; the cancel callback runs in its own goroutine
 	watchedDone <-chan struct{}
@@ -121,7 +122,7 @@ func (c *ReplConn) StartReplication(ctx context.Context, slot string, start LSN,
 		}
 		return nil, fmt.Errorf("protocol: start replication from slot %q at %s: %w", slot, start, err)
 	}
-	s := &ReplStream{conn: c, netConn: c.pg.Conn(), opts: plan.decoder}
+	s := &ReplStream{conn: c, netConn: c.pg.Conn(), opts: plan.decoder, pubs: o.Publications}
 	c.stream = s
 	return s, nil
 }
@@ -158,7 +159,8 @@ func (c *ReplConn) checkSlotForStart(ctx context.Context, slot string, twoPhase 
 func (s *ReplStream) DecoderOptions() DecoderOptions { return s.opts }
 
 // Receive waits for the next XLogData or keepalive and fills ev. Notices and
-// parameter changes are skipped. A context deadline that passes returns an
+// parameter changes are skipped, except a warning that a publication was
+// skipped, which ends the stream with a *PublicationSkippedError. A context deadline that passes returns an
 // error matching ErrReceiveTimeout and leaves the stream usable; a canceled
 // context returns an error matching context.Canceled, also leaving it
 // usable. A server ErrorResponse ends the stream and comes back as a
@@ -202,7 +204,16 @@ func (s *ReplStream) ReceiveBefore(ctx context.Context, deadline time.Time, ev *
 				return s.end(err)
 			}
 			return nil
-		case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus:
+		case *pgproto3.NoticeResponse:
+			// Handled here rather than in pgconn's OnNotice callback (which
+			// runs inside the same ReceiveMessage): returning from this
+			// loop is what guarantees that nothing after the notice is
+			// handed out, and so never confirmed.
+			if err := skippedPublication(msg, s.pubs); err != nil {
+				return s.end(err)
+			}
+			continue
+		case *pgproto3.ParameterStatus:
 			continue
 		case *pgproto3.ErrorResponse:
 			return s.end(fmt.Errorf("protocol: the source ended the replication stream with an error: %w", pgconn.ErrorResponseToPgError(msg)))

@@ -121,6 +121,9 @@ type sourceStatus struct {
 	SystemIDMatches *bool       `json:"system_id_matches,omitempty"`
 	CurrentLSN      string      `json:"current_lsn"`
 	Slot            *slotStatus `json:"slot"` // nil: the slot does not exist
+	// SlotMissing: the applier's slot does not exist on the source (an
+	// applier that never got to create it, or whose slot was dropped).
+	SlotMissing bool `json:"slot_missing"`
 }
 
 type slotStatus struct {
@@ -363,6 +366,7 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		s.SystemIDMatches = &match
 	}
 	var slotType *string
+	var active *bool // NULL when the slot does not exist
 	slot := &slotStatus{}
 	var lag, retained *int64
 	var lagSecs *float64
@@ -375,14 +379,16 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		FROM (SELECT 1) one
 		LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
 		LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid`, a.Slot).
-		Scan(&s.CurrentLSN, &slotType, &plugin, &database, &slot.Active, &slot.ActivePID, &restart, &confirmed, &walStatus,
+		Scan(&s.CurrentLSN, &slotType, &plugin, &database, &active, &slot.ActivePID, &restart, &confirmed, &walStatus,
 			&lag, &retained, &lagSecs, &slot.ReplyTime)
 	if err != nil {
 		return nil, fmt.Errorf("reading replication slot %q on the source: %w", a.Slot, err)
 	}
 	if slotType == nil {
-		return s, nil // no such slot
+		s.SlotMissing = true
+		return s, nil
 	}
+	slot.Active = *active
 	slot.Plugin, slot.Database = deref(plugin), deref(database)
 	slot.RestartLSN, slot.ConfirmedFlushLSN, slot.WALStatus = deref(restart), deref(confirmed), deref(walStatus)
 	slot.LagBytes, slot.RetainedBytes = lag, retained

@@ -89,7 +89,7 @@ func writeSourceText(line func(label, format string, a ...any), s *sourceStatus)
 		line("source", "WRONG CLUSTER: system id %s, not the applier's source", s.SystemID)
 	}
 	if s.Slot == nil {
-		line("slot on source", "does not exist (source WAL at %s)", s.CurrentLSN)
+		line("slot on source", "slot missing on the source (source WAL at %s)", s.CurrentLSN)
 		return
 	}
 	sl := s.Slot

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/testenv"
+)
+
+// TestStatusSlotMissing: an applier whose slot no longer exists on the
+// source is shown as "slot missing on the source" (text) and slot_missing
+// (--json), instead of failing status --source.
+func TestStatusSlotMissing(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		ctx := context.Background()
+		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
+		for _, c := range []*testenv.Cluster{pair.Source, pair.Target} {
+			statusMust(t, c.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"))
+		}
+		statusMust(t, pair.Source.Exec(ctx, "CREATE PUBLICATION p FOR TABLE t"))
+		source, target := pair.Source.ConnString(""), pair.Target.ConnString("")
+		r, err := apply.Start(ctx, apply.Config{Source: source, Target: target, Slot: "gone_slot", CreateSlot: true,
+			Publications: []string{"p"}, Name: "gone", FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
+			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		statusMust(t, err)
+		statusMust(t, r.WaitCaughtUp(ctx))
+		statusMust(t, r.Stop())
+		statusMust(t, pair.Source.Exec(ctx, "SELECT pg_drop_replication_slot('gone_slot')"))
+
+		out, _, err := runStatus(ctx, "--target", target, "--source", source)
+		statusMust(t, err)
+		if !strings.Contains(out, "slot missing on the source") {
+			t.Errorf("status text does not say the slot is missing:\n%s", out)
+		}
+		rep := statusJSON(t, ctx, "--target", target, "--source", source)
+		if len(rep.Appliers) != 1 || rep.Appliers[0].Source == nil || !rep.Appliers[0].Source.SlotMissing || rep.Appliers[0].Source.Slot != nil {
+			t.Errorf("status --json: %+v, want the applier with slot_missing", rep.Appliers)
+		}
+	})
+}
