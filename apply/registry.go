@@ -22,18 +22,29 @@ func prepareTarget(ctx context.Context, conn *pgx.Conn, cfg *Config) error {
 // changes the target's origin progress belongs to.
 var ErrWrongSource = errors.New("apply: source does not match this applier's recorded source")
 
+// ErrWrongSlot is returned when a start names another slot than the one the
+// applier is bound to (DESIGN.md invariant 9).
+var ErrWrongSlot = errors.New("apply: slot does not match this applier's recorded slot")
+
 // registerApplier records this applier on the target, or checks that the
-// source is the one recorded: pointing a replica at another cluster must
-// not silently mix data (its LSNs would mean nothing against the origin's
-// progress).
+// source and the slot are the ones recorded: pointing a replica at another
+// cluster must not silently mix data (its LSNs would mean nothing against
+// the origin's progress), and another slot begins somewhere else in the
+// source's history, so streaming it from the origin's progress would skip
+// (or repeat) whatever lies between. The publications may change from one
+// start to the next, as with ALTER SUBSCRIPTION ... SET PUBLICATION.
+//
+// It only reads before it has checked everything, so a refused start leaves
+// the row as it was. It runs before the slot is looked up or created, so a
+// start refused for naming another slot creates no slot either.
 func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin string, sys protocol.SystemInfo) error {
-	var systemID string
+	var systemID, slot string
 	var timeline int32
-	err := conn.QueryRow(ctx, `SELECT source_system_id, source_timeline FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline)
+	err := conn.QueryRow(ctx, `SELECT source_system_id, source_timeline, slot_name FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline, &slot)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		_, err = conn.Exec(ctx, `INSERT INTO walapply.appliers (name, slot_name, publications, origin_name, source_system_id, source_timeline)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING`,
+		_, err = conn.Exec(ctx, `INSERT INTO walapply.appliers (name, slot_name, publications, origin_name, source_system_id, source_timeline, confirmed_lsn)
+			VALUES ($1, $2, $3, $4, $5, $6, '0/0') ON CONFLICT (name) DO NOTHING`,
 			cfg.Name, cfg.Slot, cfg.Publications, origin, sys.SystemID, sys.Timeline)
 		if err != nil {
 			return fmt.Errorf("recording applier %q in walapply.appliers on the target: %w", cfg.Name, err)
@@ -52,8 +63,14 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 			"if the source was promoted from a standby of the same cluster and its slot carried over, run once with --allow-timeline-change",
 			ErrWrongSource, cfg.Name, timeline, systemID, sys.Timeline)}
 	}
-	_, err = conn.Exec(ctx, `UPDATE walapply.appliers SET slot_name = $2, publications = $3, source_timeline = $4, updated_at = now() WHERE name = $1`,
-		cfg.Name, cfg.Slot, cfg.Publications, sys.Timeline)
+	if slot != cfg.Slot {
+		return &PermanentError{fmt.Errorf("%w: applier %q is bound to replication slot %q, not %q: its progress on the target (origin %q) counts in that slot's changes, "+
+			"and streaming another slot from it would skip or repeat changes; run with --slot %s to continue it, "+
+			"or choose another --name for a new applier on slot %q (remove the old one first with walapply drop --name %s if it is to go)",
+			ErrWrongSlot, cfg.Name, slot, cfg.Slot, origin, slot, cfg.Slot, cfg.Name)}
+	}
+	_, err = conn.Exec(ctx, `UPDATE walapply.appliers SET publications = $2, source_timeline = $3, updated_at = now() WHERE name = $1`,
+		cfg.Name, cfg.Publications, sys.Timeline)
 	if err != nil {
 		return fmt.Errorf("updating applier %q in walapply.appliers on the target: %w", cfg.Name, err)
 	}

@@ -77,6 +77,9 @@ type session struct {
 
 	serverWALEnd protocol.LSN
 	progressed   bool
+	// confirmed is the furthest position the source may have been told
+	// is flushed, as recorded on the target (identity.go).
+	confirmed protocol.LSN
 }
 
 // runSession connects, replicates until an error or the end of ctx, and
@@ -204,6 +207,9 @@ func (s *session) connect(ctx context.Context) error {
 	start, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
 	if err != nil {
 		return fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
+	}
+	if err := s.checkSlotPosition(ctx, start); err != nil { // identity.go
+		return err
 	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
 	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go

@@ -144,9 +144,10 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	}
 	// A replay can take longer than the source's wal_sender_timeout, and
 	// the run loop sends no feedback meanwhile: the replay sends the
-	// positions last computed (safe: nothing of the transaction is in them).
+	// positions the loop last confirmed (safe: nothing of the transaction
+	// is in them, and they are recorded, identity.go).
 	st.keepalive = func(ctx context.Context) error {
-		w, f, a := s.tracker.Feedback()
+		w, f, a := s.keeper.last()
 		return s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
 	}
 	st.keepaliveEvery = cfg.FeedbackInterval

@@ -149,6 +149,12 @@ func (t *FlushTracker) Durable(lsn protocol.LSN) {
 	t.received = max(t.received, t.durable)
 }
 
+// DurableLSN returns the durable position: the highest origin progress
+// recorded with Durable (or the start).
+func (t *FlushTracker) DurableLSN() protocol.LSN {
+	return t.durable
+}
+
 // Restart records that every transaction in progress was rolled back on the
 // target (the target connection failed, or the stream was restarted) and that
 // the stream restarts at start, the origin's progress on the target. The
