@@ -131,3 +131,25 @@ func (s *session) confirm(ctx context.Context) (write, flush, apply protocol.LSN
 	s.confirmed = flush
 	return write, flush, apply, nil
 }
+
+// targetIdentity names the target database for spill directories
+// (state.OpenSpillDir) as <system identifier>-<database oid>-<server
+// address>-<port>: the cluster and database, and where the server listens,
+// because a cluster cloned from a base backup (a staging copy of a
+// production target) keeps the system identifier and the oids. The address
+// is the server's side of the connection ("local" over a Unix socket). A
+// target reached another way (another address of the same server) gets
+// another default directory, which costs nothing: spill files are scratch
+// that a start removes anyway. All of it is readable without privileges.
+func targetIdentity(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var id string
+	err := conn.QueryRow(ctx, `SELECT concat_ws('-',
+		(SELECT system_identifier::text FROM pg_catalog.pg_control_system()),
+		(SELECT oid::text FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()),
+		coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local'),
+		pg_catalog.current_setting('port'))`).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("identifying the target database (for the spill directory): %w", err)
+	}
+	return id, nil
+}

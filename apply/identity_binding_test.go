@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,78 @@ func (h *harness) waitConfirmedIdle(cfg apply.Config) {
 	h.waitCaughtUp(cfg.Slot, 30*time.Second)
 	if err := stop(); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// Two appliers of one name feeding different targets (two target clusters) from one host, with streaming on and the default
+// spill directory: each keeps its own spill files, and neither start
+// deletes the other's.
+func TestSpillDirPerTarget(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
+		h.identitySchema()
+		// A second target cluster: replication origins are per cluster,
+		// so two appliers of one name cannot share one.
+		other := testenv.NewCluster(t, testenv.Options{Version: version})
+		t2, err := other.Connect(h.ctx, "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer t2.Close(h.ctx)
+		if _, err := t2.Exec(h.ctx, "CREATE TABLE t (id int PRIMARY KEY, v text)"); err != nil {
+			t.Fatal(err)
+		}
+		h.createSlot("sa")
+		h.createSlot("sb")
+		state := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", state)
+		cfgA := h.config("sa", "p")
+		cfgA.Name, cfgA.SpillDir, cfgA.Streaming = "same", "", "on"
+		cfgB := cfgA
+		cfgB.Slot, cfgB.Target = "sb", other.ConnString("postgres")
+
+		h.runApplier(cfgA)
+		src := h.conn(true)
+		h.run(src, "BEGIN", `INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 5000) g`)
+		h.waitSpillFiles(state, 1)
+		h.runApplier(cfgB)
+		files := h.waitSpillFiles(state, 2)
+		if filepath.Dir(files[0]) == filepath.Dir(files[1]) {
+			t.Fatalf("the two appliers spill into one directory: %v", files)
+		}
+		h.run(src, "COMMIT")
+		h.waitCaughtUp("sa", 30*time.Second)
+		h.waitCaughtUp("sb", 30*time.Second)
+		h.expect(`SELECT count(*)::text FROM t`, "5000")
+		var n int
+		if err := t2.QueryRow(h.ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 5000 {
+			t.Fatalf("the second target has %d rows (%v), want 5000", n, err)
+		}
+	})
+}
+
+// waitSpillFiles waits until n spill files exist at once under root, and
+// returns them.
+func (h *harness) waitSpillFiles(root string, n int) []string {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var files []string
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".spill") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if len(files) >= n {
+			return files
+		}
+		if err := h.applierStopped(); err != nil {
+			h.t.Fatalf("waiting for %d spill files under %s: the applier stopped: %v", n, root, err)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d spill files under %s after 15s, want %d: %v", len(files), root, n, files)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
