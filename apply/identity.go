@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // ErrSlotAhead is returned when the slot was confirmed past every position
@@ -89,6 +90,39 @@ func (s *session) checkSlotPosition(ctx context.Context, progress protocol.LSN) 
 	return nil
 }
 
+// refuseNewSlot is asked before a missing slot is created: a slot created
+// now begins at the source's current position, so for an applier that
+// already holds or confirmed changes of its slot (it was dropped on the
+// source) every change between its position and now would be skipped
+// without a word. A new applier (nothing applied, nothing confirmed) may
+// create its slot.
+func (s *session) refuseNewSlot(ctx context.Context) error {
+	cfg := s.cfg
+	progress, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
+	if err != nil {
+		return err
+	}
+	var recorded string
+	err = s.control.QueryRow(ctx, `SELECT coalesce(confirmed_lsn, '0/0')::text FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&recorded)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("reading the confirmed position of applier %q from walapply.appliers on the target: %w", cfg.Name, err)
+	}
+	confirmed := protocol.InvalidLSN
+	if recorded != "" {
+		if confirmed, err = protocol.ParseLSN(recorded); err != nil {
+			return fmt.Errorf("walapply.appliers.confirmed_lsn of applier %q: %w", cfg.Name, err)
+		}
+	}
+	held := max(progress, confirmed)
+	if held == protocol.InvalidLSN {
+		return nil
+	}
+	return &PermanentError{fmt.Errorf("%w: replication slot %q of applier %q no longer exists on the source, and the applier holds its changes up to %s (origin %q at %s): "+
+		"a slot created now would begin at the source's current position and skip every change after %s; not creating it. "+
+		"Bring the target's published tables back in step (for example: walapply drop --name %s, then a new start with --copy)",
+		ErrSlotAhead, cfg.Slot, cfg.Name, held, s.origin, progress, held, cfg.Name)}
+}
+
 // slotAheadError is checkSlotPosition's decision: an error when the slot's
 // confirmed position slotFlush is past both the origin's progress and the
 // recorded confirmed position.
@@ -98,11 +132,11 @@ func slotAheadError(applier, slot, origin string, slotFlush, progress, confirmed
 		return nil
 	}
 	return &PermanentError{fmt.Errorf("%w: replication slot %q was confirmed up to %s, but applier %q holds the source's changes only up to %s "+
-		"(origin %q at %s, and walapply never confirmed past %s): the changes from %s to %s are gone from the slot and never reached the target. "+
+		"(origin %q at %s; walapply.appliers.confirmed_lsn, the furthest it confirmed, at %s): the changes from %s to %s are gone from the slot and never reached the target. "+
 		"Something other than this applier moved the slot (pg_replication_slot_advance, another client streaming from it, the slot dropped and created again), "+
 		"or the target was restored from an older backup; walapply does not skip them silently. "+
 		"Bring the target's published tables back in step (for example: walapply drop --name %s, then a new start with --copy)",
-		ErrSlotAhead, slot, slotFlush, applier, held, origin, progress, held, held, slotFlush, applier)}
+		ErrSlotAhead, slot, slotFlush, applier, held, origin, progress, confirmed, held, slotFlush, applier)}
 }
 
 // confirm returns the positions for the next status update. When the flush

@@ -94,6 +94,17 @@ func TestSlotAdvancedPastApplier(t *testing.T) {
 		}
 		t.Logf("refused: %v", err)
 		h.expect(`SELECT count(*)::text FROM t`, "1")
+
+		// The slot dropped: --create-slot would make one that begins now.
+		h.source(`SELECT pg_drop_replication_slot('s')`)
+		err = runRefused(t, cfg)
+		if !errors.As(err, &pe) || !errors.Is(err, apply.ErrSlotAhead) || !strings.Contains(err.Error(), held) || !strings.Contains(err.Error(), "no longer exists") {
+			t.Fatalf("a start with --create-slot after the slot was dropped: %v; want a permanent ErrSlotAhead naming %s", err, held)
+		}
+		t.Logf("refused: %v", err)
+		if slots := h.rows(h.pair.Source, `SELECT slot_name::text FROM pg_replication_slots`); len(slots) != 0 {
+			t.Fatalf("slots on the source after the refused start: %v, want none", slots)
+		}
 	})
 }
 
@@ -121,10 +132,6 @@ func TestIdleConfirmationRestarts(t *testing.T) {
 		if h.scalar(true, `SELECT ($1::pg_lsn > $2::pg_lsn)::text`, ahead, origin) != "true" {
 			t.Fatalf("the slot confirmed %s, not past the origin's %s: the test does not test the idle case", ahead, origin)
 		}
-		if got := h.scalar(false, `SELECT (confirmed_lsn >= $1::pg_lsn)::text FROM walapply.appliers WHERE name = 's'`, ahead); got != "true" {
-			t.Fatalf("walapply.appliers.confirmed_lsn does not cover the slot's %s", ahead)
-		}
-
 		restart := func(from, to int) {
 			t.Helper()
 			stop := h.runApplier(cfg)
@@ -135,6 +142,9 @@ func TestIdleConfirmationRestarts(t *testing.T) {
 			}
 		}
 		restart(2, 2)
+		if got := h.scalar(false, `SELECT (confirmed_lsn >= $1::pg_lsn)::text FROM walapply.appliers WHERE name = 's'`, ahead); got != "true" {
+			t.Fatalf("walapply.appliers.confirmed_lsn does not cover the slot's %s", ahead)
+		}
 		h.source(`INSERT INTO u SELECT generate_series(1, 100)`)
 		h.waitConfirmedIdle(cfg)
 		h.target(`UPDATE walapply.appliers SET confirmed_lsn = NULL WHERE name = 's'`)

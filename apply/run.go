@@ -268,6 +268,9 @@ func (s *session) ensureSlot(ctx context.Context) error {
 	if !cfg.CreateSlot {
 		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
 	}
+	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
+		return err
+	}
 	info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
 	if err != nil {
 		return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
