@@ -76,8 +76,8 @@ func isSpillFileName(name string) bool {
 // It removes files only from a directory its owner file shows to be
 // applier's for target (spill_owner.go); a directory of another applier or
 // target, or with spill files and no owner, makes it fail with
-// ErrSpillMismatch, touching nothing. So does a spill file whose intact
-// header names another applier. Files of other names are left alone.
+// ErrSpillDirOwner, touching nothing; a spill file whose intact header
+// names another applier, with ErrSpillMismatch. Files of other names are left alone.
 func OpenSpillDir(fsys FS, dir, applier, target string) (*SpillDir, []string, error) {
 	if err := validSpillApplier(applier); err != nil {
 		return nil, nil, err

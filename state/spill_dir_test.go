@@ -88,8 +88,8 @@ func TestSpillDirOwner(t *testing.T) {
 	refused := func(dir, applier, target string, frags ...string) {
 		t.Helper()
 		_, removed, err := OpenSpillDir(OSFS, dir, applier, target)
-		if !errors.Is(err, ErrSpillMismatch) || len(removed) != 0 {
-			t.Fatalf("OpenSpillDir(%s, %s, %s): removed %v, %v; want ErrSpillMismatch, nothing removed", dir, applier, target, removed, err)
+		if !errors.Is(err, ErrSpillDirOwner) || len(removed) != 0 {
+			t.Fatalf("OpenSpillDir(%s, %s, %s): removed %v, %v; want ErrSpillDirOwner, nothing removed", dir, applier, target, removed, err)
 		}
 		for _, f := range frags {
 			if !strings.Contains(err.Error(), f) {
@@ -132,7 +132,7 @@ func TestSpillDirOwner(t *testing.T) {
 	if _, _, err := OpenSpillDir(OSFS, legacy, "app", "target-b"); err != nil {
 		t.Fatalf("a damaged owner file in a directory without spill files: %v", err)
 	}
-	if _, _, err := OpenSpillDir(OSFS, legacy, "app", "target-a"); !errors.Is(err, ErrSpillMismatch) {
+	if _, _, err := OpenSpillDir(OSFS, legacy, "app", "target-a"); !errors.Is(err, ErrSpillDirOwner) {
 		t.Fatalf("the rewritten owner file does not keep target-a out: %v", err)
 	}
 

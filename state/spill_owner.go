@@ -24,7 +24,7 @@ import (
 //   - an owner file naming this applier and target: the directory is ours,
 //     its spill files are stale files of ours;
 //   - an owner file naming another applier or target: refused, touching
-//     nothing (ErrSpillMismatch);
+//     nothing (ErrSpillDirOwner);
 //   - no owner file (a new directory, or one written by a walapply from
 //     before owner files): claimed with a new owner file, unless it holds
 //     spill files, whose owner is then unknown: refused, touching nothing;
@@ -34,6 +34,10 @@ import (
 //
 // The owner file is created exclusively, so of two starts claiming one
 // directory at once, one wins and the other reads the winner's file.
+
+// ErrSpillDirOwner: the spill directory belongs to another applier or
+// target, or holds spill files whose owner nothing shows.
+var ErrSpillDirOwner = errors.New("state: spill directory belongs to another applier or target")
 
 // spillOwnerFile is the name of the owner file.
 const spillOwnerFile = "walapply-spill-owner"
@@ -94,9 +98,9 @@ func (d *SpillDir) claim() error {
 				return nil
 			}
 			if ok {
-				return fmt.Errorf("%w: spill directory %s belongs to %s, not to %s: give each applier and target its own --spill-dir "+
+				return fmt.Errorf("%w: %s belongs to %s, not to %s: give each applier and target its own --spill-dir "+
 					"(if that applier no longer runs, or reached the same target by another address, remove the directory first)",
-					ErrSpillMismatch, d.dir, owner, d.owner())
+					ErrSpillDirOwner, d.dir, owner, d.owner())
 			}
 			if err := d.refuseUnowned("its owner file " + path + " is damaged"); err != nil {
 				return err
@@ -128,9 +132,9 @@ func (d *SpillDir) refuseUnowned(why string) error {
 	}
 	for _, name := range names {
 		if isSpillFileName(name) {
-			return fmt.Errorf("%w: spill directory %s holds spill files (%s) but %s, so nothing shows whose they are "+
+			return fmt.Errorf("%w: %s holds spill files (%s) but %s, so nothing shows whose they are "+
 				"(another walapply run of applier %q, for another target, may be using them): if none is running, remove the directory's xid-*.spill files and start again",
-				ErrSpillMismatch, d.dir, name, why, d.applier)
+				ErrSpillDirOwner, d.dir, name, why, d.applier)
 		}
 	}
 	return nil
