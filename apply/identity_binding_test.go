@@ -37,6 +37,13 @@ func TestApplierBoundToSlot(t *testing.T) {
 		h.createSlot("s1")
 		cfg := h.config("s1", "p")
 		cfg.Name = "same"
+		// A first start with a mistyped slot fails and binds nothing: the
+		// applier never streamed from it.
+		typo := cfg
+		typo.Slot, typo.CreateSlot = "s1typo", false
+		if err := runRefused(t, typo); err == nil || !strings.Contains(err.Error(), `"s1typo" does not exist`) {
+			t.Fatalf("a start with a missing slot: %v", err)
+		}
 		stop := h.runApplier(cfg)
 		h.insertRows(1, 1)
 		h.waitCaughtUp("s1", 30*time.Second)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/migrations"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // prepareTarget brings the target's walapply schema up to date.
@@ -38,9 +39,12 @@ var ErrWrongSlot = errors.New("apply: slot does not match this applier's recorde
 // the row as it was. It runs before the slot is looked up or created, so a
 // start refused for naming another slot creates no slot either.
 func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin string, sys protocol.SystemInfo) error {
-	var systemID, slot string
+	var systemID, slot, confirmed string
 	var timeline int32
-	err := conn.QueryRow(ctx, `SELECT source_system_id, source_timeline, slot_name FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline, &slot)
+	var copying bool
+	err := conn.QueryRow(ctx, `SELECT source_system_id, source_timeline, slot_name, coalesce(confirmed_lsn::text, ''),
+			EXISTS (SELECT FROM walapply.copies c WHERE c.applier = a.name)
+		FROM walapply.appliers a WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline, &slot, &confirmed, &copying)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		_, err = conn.Exec(ctx, `INSERT INTO walapply.appliers (name, slot_name, publications, origin_name, source_system_id, source_timeline, confirmed_lsn)
@@ -64,13 +68,31 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 			ErrWrongSource, cfg.Name, timeline, systemID, sys.Timeline)}
 	}
 	if slot != cfg.Slot {
+		// An applier that never streamed nor copied (a start that failed
+		// before, with a mistyped --slot, say) holds nothing of its slot:
+		// its binding is empty and moves with the next start.
+		progress, _, err := state.OriginProgress(ctx, conn, origin, false)
+		if err != nil {
+			return err
+		}
+		if confirmed == "0/0" && progress == protocol.InvalidLSN && !copying {
+			cfg.Logger.Info().Str("slot", cfg.Slot).Str("previous_slot", slot).Msg("the applier never streamed from its previous slot; binding it to this one")
+			return updateApplier(ctx, conn, cfg, sys, `, slot_name = $4`, cfg.Slot)
+		}
 		return &PermanentError{fmt.Errorf("%w: applier %q is bound to replication slot %q, not %q: its progress on the target (origin %q) counts in that slot's changes, "+
 			"and streaming another slot from it would skip or repeat changes; run with --slot %s to continue it, "+
 			"or choose another --name for a new applier on slot %q (remove the old one first with walapply drop --name %s if it is to go)",
 			ErrWrongSlot, cfg.Name, slot, cfg.Slot, origin, slot, cfg.Slot, cfg.Name)}
 	}
-	_, err = conn.Exec(ctx, `UPDATE walapply.appliers SET publications = $2, source_timeline = $3, updated_at = now() WHERE name = $1`,
-		cfg.Name, cfg.Publications, sys.Timeline)
+	return updateApplier(ctx, conn, cfg, sys, "")
+}
+
+// updateApplier records a start of a registered applier: its publications
+// and the source's timeline, and whatever set (an SQL fragment with
+// parameters from $4 on) adds.
+func updateApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, sys protocol.SystemInfo, set string, args ...any) error {
+	_, err := conn.Exec(ctx, `UPDATE walapply.appliers SET publications = $2, source_timeline = $3, updated_at = now()`+set+` WHERE name = $1`,
+		append([]any{cfg.Name, cfg.Publications, sys.Timeline}, args...)...)
 	if err != nil {
 		return fmt.Errorf("updating applier %q in walapply.appliers on the target: %w", cfg.Name, err)
 	}
