@@ -90,6 +90,7 @@ func TestSlotAdvancedPastApplier(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.insertRows(2, 11)
+		h.waitSlotInactive("s")
 		h.source(`SELECT pg_replication_slot_advance('s', pg_current_wal_lsn())`)
 		slotLSN := h.scalar(true, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 's'`)
 		held := h.scalar(false, `SELECT greatest(pg_replication_origin_progress('walapply_s', true), confirmed_lsn)::text FROM walapply.appliers WHERE name = 's'`)
@@ -103,6 +104,7 @@ func TestSlotAdvancedPastApplier(t *testing.T) {
 		h.expect(`SELECT count(*)::text FROM t`, "1")
 
 		// The slot dropped: --create-slot would make one that begins now.
+		h.waitSlotInactive("s")
 		h.source(`SELECT pg_drop_replication_slot('s')`)
 		err = runRefused(t, cfg)
 		if !errors.As(err, &pe) || !errors.Is(err, apply.ErrSlotAhead) || !strings.Contains(err.Error(), held) || !strings.Contains(err.Error(), "no longer exists") {
@@ -158,6 +160,19 @@ func TestIdleConfirmationRestarts(t *testing.T) {
 		restart(3, 3)
 		h.expect(`SELECT count(*)::text FROM t`, "3")
 	})
+}
+
+// waitSlotInactive waits until no walsender holds the slot: a stopped
+// applier's walsender exits a moment after the applier.
+func (h *harness) waitSlotInactive(slot string) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.scalar(true, `SELECT active::text FROM pg_replication_slots WHERE slot_name = $1`, slot) == "true" {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("slot %s still active after 10s", slot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // runRefused runs the applier and returns its error, failing the test if it
