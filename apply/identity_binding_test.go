@@ -271,3 +271,33 @@ func (h *harness) waitSpillFiles(root string, n int) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Replication origins are shared by the databases of a cluster: a new
+// applier in one database whose origin already holds the progress of the
+// same name's applier in another is refused, not handed that progress.
+func TestOriginOfAnotherDatabase(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.identitySchema()
+		if err := h.pair.Target.CreateDatabase(h.ctx, "db2"); err != nil {
+			t.Fatal(err)
+		}
+		h.createSlot("s1")
+		h.createSlot("s2")
+		cfg := h.config("s1", "p")
+		cfg.Name = "same"
+		stop := h.runApplier(cfg)
+		h.insertRows(1, 1)
+		h.waitCaughtUp("s1", 30*time.Second)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		other := cfg
+		other.Slot, other.Target, other.SpillDir = "s2", h.pair.Target.ConnString("db2"), t.TempDir()
+		err := runRefused(t, other)
+		if !errors.Is(err, apply.ErrOriginTaken) || !strings.Contains(err.Error(), `"walapply_same"`) || !strings.Contains(err.Error(), `"db2"`) {
+			t.Fatalf("applier same in a second database of the target: %v; want ErrOriginTaken naming walapply_same and db2", err)
+		}
+		t.Logf("refused: %v", err)
+	})
+}

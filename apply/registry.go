@@ -47,6 +47,9 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 		FROM walapply.appliers a WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline, &slot, &confirmed, &copying)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		if err := checkOriginUnowned(ctx, conn, cfg, origin); err != nil {
+			return err
+		}
 		_, err = conn.Exec(ctx, `INSERT INTO walapply.appliers (name, slot_name, publications, origin_name, source_system_id, source_timeline, confirmed_lsn)
 			VALUES ($1, $2, $3, $4, $5, $6, '0/0') ON CONFLICT (name) DO NOTHING`,
 			cfg.Name, cfg.Slot, cfg.Publications, origin, sys.SystemID, sys.Timeline)
@@ -97,4 +100,32 @@ func updateApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, sys protoco
 		return fmt.Errorf("updating applier %q in walapply.appliers on the target: %w", cfg.Name, err)
 	}
 	return nil
+}
+
+// ErrOriginTaken is returned when a new applier's replication origin
+// already holds progress that no applier of this database recorded.
+var ErrOriginTaken = errors.New("apply: the applier's replication origin belongs to another applier")
+
+// checkOriginUnowned refuses a new applier (no row in this database's
+// walapply.appliers) whose origin already has progress. Replication origins
+// belong to the whole target cluster, walapply.appliers to one database: an
+// applier of the same name in another database of the cluster (or one whose
+// row was deleted by hand) owns that progress, and streaming this
+// applier's slot from it would skip or repeat changes.
+func checkOriginUnowned(ctx context.Context, conn *pgx.Conn, cfg *Config, origin string) error {
+	progress, _, err := state.OriginProgress(ctx, conn, origin, false)
+	if err != nil {
+		return err
+	}
+	if progress == protocol.InvalidLSN {
+		return nil
+	}
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`).Scan(&db); err != nil {
+		return fmt.Errorf("reading the target's database name: %w", err)
+	}
+	return &PermanentError{fmt.Errorf("%w: replication origin %q already has progress %s, but database %q has no applier %q: "+
+		"origins are shared by every database of a PostgreSQL cluster, so it belongs to an applier of that name in another database of the target cluster "+
+		"(or to one whose walapply.appliers row was deleted); choose another --name for this one",
+		ErrOriginTaken, origin, progress, db, cfg.Name)}
 }
