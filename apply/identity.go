@@ -40,10 +40,12 @@ var ErrSlotAhead = errors.New("apply: the slot was confirmed past what the targe
 //
 // Advancing the origin itself on those rounds would make the column
 // unnecessary, but pg_replication_origin_advance refuses an origin that a
-// session holds (the apply connection holds it for as long as it runs), and
-// an origin moves with a commit only when the transaction wrote something:
-// that would be a write on the apply connection, between the applier's
-// transactions, for the same cost.
+// session holds, also in that very session ("replication origin with ID 1
+// is already active", checked on PostgreSQL 15 and 18), and the apply
+// connection holds it for as long as it runs; an empty transaction with
+// pg_replication_origin_xact_setup does not move it either (no commit
+// record). That would take a write on the apply connection, between the
+// applier's transactions, for the same cost.
 //
 // The values of confirmed_lsn: NULL for a row written before migration
 // 00004 (nothing is known; the first start takes the slot's position as
