@@ -51,6 +51,11 @@ func (k *streamKeeper) sent(w, f, a protocol.LSN) {
 	k.apply.Store(uint64(a))
 }
 
+// last returns the positions the loop last confirmed.
+func (k *streamKeeper) last() (w, f, a protocol.LSN) {
+	return protocol.LSN(k.write.Load()), protocol.LSN(k.flush.Load()), protocol.LSN(k.apply.Load())
+}
+
 // run answers the source while the loop is busy, until ctx ends.
 func (k *streamKeeper) run(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
@@ -72,7 +77,8 @@ func (k *streamKeeper) run(ctx context.Context) {
 			continue // the loop is using the stream: it answers itself
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := k.stream.SendStatus(sctx, protocol.LSN(k.write.Load()), protocol.LSN(k.flush.Load()), protocol.LSN(k.apply.Load()), false)
+		w, f, a := k.last()
+		err := k.stream.SendStatus(sctx, w, f, a, false)
 		cancel()
 		quietSince = time.Now()
 		k.mu.Unlock()

@@ -171,8 +171,11 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 		}
 		s.tracker.Durable(lsn)
 	}
-	w, f, a := s.tracker.Feedback()
-	err := s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
+	w, f, a, err := s.confirm(ctx) // identity.go: records f first when it passes the origin
+	if err != nil {
+		return err
+	}
+	err = s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
 	s.keeper.sent(w, f, a)
 	if err != nil {
 		return fmt.Errorf("sending feedback to the source: %w", err)

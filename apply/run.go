@@ -77,6 +77,9 @@ type session struct {
 
 	serverWALEnd protocol.LSN
 	progressed   bool
+	// confirmed is the furthest position the source may have been told
+	// is flushed, as recorded on the target (identity.go).
+	confirmed protocol.LSN
 }
 
 // runSession connects, replicates until an error or the end of ctx, and
@@ -205,6 +208,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
 	}
+	if err := s.checkSlotPosition(ctx, start); err != nil { // identity.go
+		return err
+	}
 	s.applier = newApplier(log, sess, cfg.Binary, start)
 	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
 		return err
@@ -261,6 +267,9 @@ func (s *session) ensureSlot(ctx context.Context) error {
 	}
 	if !cfg.CreateSlot {
 		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
+	}
+	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
+		return err
 	}
 	info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
 	if err != nil {

@@ -124,9 +124,13 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	if mode == "off" {
 		return nil
 	}
+	target, err := targetIdentity(ctx, s.control) // identity.go
+	if err != nil {
+		return err
+	}
 	dir := cfg.SpillDir
 	if dir == "" {
-		if dir, err = defaultSpillDir(cfg.Name); err != nil {
+		if dir, err = defaultSpillDir(cfg.Name, target); err != nil {
 			return err
 		}
 	}
@@ -134,7 +138,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	if fsys == nil {
 		fsys = state.OSFS
 	}
-	st, removed, err := openStreamState(fsys, dir, cfg.Name)
+	st, removed, err := openStreamState(fsys, dir, cfg.Name, target)
 	if len(removed) > 0 {
 		cfg.Logger.Info().Str("spill_dir", dir).Strs("removed", removed).
 			Msg("removed spill files of streamed transactions from an earlier run; the source sends those transactions again")
@@ -144,9 +148,10 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	}
 	// A replay can take longer than the source's wal_sender_timeout, and
 	// the run loop sends no feedback meanwhile: the replay sends the
-	// positions last computed (safe: nothing of the transaction is in them).
+	// positions the loop last confirmed (safe: nothing of the transaction
+	// is in them, and they are recorded, identity.go).
 	st.keepalive = func(ctx context.Context) error {
-		w, f, a := s.tracker.Feedback()
+		w, f, a := s.keeper.last()
 		return s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
 	}
 	st.keepaliveEvery = cfg.FeedbackInterval
@@ -155,10 +160,11 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	return nil
 }
 
-// openStreamState opens the spill directory dir of applier on fsys and
-// returns the applier's streaming state, and the stale files it removed.
-func openStreamState(fsys state.FS, dir, applier string) (streamState, []string, error) {
-	sd, removed, err := state.OpenSpillDir(fsys, dir, applier)
+// openStreamState opens the spill directory dir of applier for target on
+// fsys and returns the applier's streaming state, and the stale files it
+// removed.
+func openStreamState(fsys state.FS, dir, applier, target string) (streamState, []string, error) {
+	sd, removed, err := state.OpenSpillDir(fsys, dir, applier, target)
 	if err != nil {
 		return streamState{}, removed, openSpillDirError(dir, err)
 	}
@@ -186,9 +192,12 @@ func (s *session) closeStreaming() {
 	st.files, st.block = map[uint32]*state.SpillFile{}, nil
 }
 
-// defaultSpillDir is $XDG_STATE_HOME/walapply/<name>/spill, or
-// ~/.local/state/walapply/<name>/spill.
-func defaultSpillDir(name string) (string, error) {
+// defaultSpillDir is $XDG_STATE_HOME/walapply/<name>/<target>/spill, or
+// ~/.local/state/walapply/<name>/<target>/spill: keyed by the target too, so
+// that appliers of one name feeding different targets from one host keep
+// their spill files apart (state.OpenSpillDir refuses a directory of
+// another target in any case).
+func defaultSpillDir(name, target string) (string, error) {
 	base := os.Getenv("XDG_STATE_HOME")
 	if !filepath.IsAbs(base) { // the XDG spec says to ignore relative paths
 		home, err := os.UserHomeDir()
@@ -197,7 +206,7 @@ func defaultSpillDir(name string) (string, error) {
 		}
 		base = filepath.Join(home, ".local", "state")
 	}
-	return filepath.Join(base, "walapply", pathComponent(name), "spill"), nil
+	return filepath.Join(base, "walapply", pathComponent(name), pathComponent(target), "spill"), nil
 }
 
 // pathComponent turns an applier name (any UTF-8 without control

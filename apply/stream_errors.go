@@ -78,7 +78,7 @@ func (e *SpillError) SafeToRetry() bool { return e.retryable() }
 // openSpillDirError classifies a failure to open the spill directory.
 func openSpillDirError(dir string, err error) error {
 	switch {
-	case errors.Is(err, state.ErrSpillMismatch):
+	case errors.Is(err, state.ErrSpillMismatch), errors.Is(err, state.ErrSpillDirOwner):
 		return &PermanentError{fmt.Errorf("%w: spill directory %s: %w", ErrConfig, dir, err)}
 	}
 	return newSpillError(0, dir, "opening", err)

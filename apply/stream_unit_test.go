@@ -60,23 +60,23 @@ func TestResolveStreaming(t *testing.T) {
 func TestDefaultSpillDir(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "/var/state")
 	for name, want := range map[string]string{
-		"replica_1":  "/var/state/walapply/replica_1/spill",
-		"a/b":        "/var/state/walapply/a%2Fb/spill",
-		"..":         "/var/state/walapply/%2E%2E/spill",
-		".":          "/var/state/walapply/%2E/spill",
-		"x.y":        "/var/state/walapply/x.y/spill",
-		"été 2":      "/var/state/walapply/%C3%A9t%C3%A9%202/spill",
-		"../../etc":  "/var/state/walapply/..%2F..%2Fetc/spill",
-		`back\slash`: "/var/state/walapply/back%5Cslash/spill",
+		"replica_1":  "/var/state/walapply/replica_1/7-16384/spill",
+		"a/b":        "/var/state/walapply/a%2Fb/7-16384/spill",
+		"..":         "/var/state/walapply/%2E%2E/7-16384/spill",
+		".":          "/var/state/walapply/%2E/7-16384/spill",
+		"x.y":        "/var/state/walapply/x.y/7-16384/spill",
+		"été 2":      "/var/state/walapply/%C3%A9t%C3%A9%202/7-16384/spill",
+		"../../etc":  "/var/state/walapply/..%2F..%2Fetc/7-16384/spill",
+		`back\slash`: "/var/state/walapply/back%5Cslash/7-16384/spill",
 	} {
-		got, err := defaultSpillDir(name)
+		got, err := defaultSpillDir(name, "7-16384")
 		if err != nil || got != want {
 			t.Errorf("defaultSpillDir(%q) = %q, %v; want %q", name, got, err, want)
 		}
 	}
 	t.Setenv("XDG_STATE_HOME", "relative/ignored")
 	t.Setenv("HOME", "/home/u")
-	if got, err := defaultSpillDir("r"); err != nil || got != "/home/u/.local/state/walapply/r/spill" {
+	if got, err := defaultSpillDir("r", "7-16384"); err != nil || got != "/home/u/.local/state/walapply/r/7-16384/spill" {
 		t.Errorf("defaultSpillDir with a relative XDG_STATE_HOME = %q, %v", got, err)
 	}
 }
@@ -86,7 +86,7 @@ func TestDefaultSpillDir(t *testing.T) {
 func spillApplier(t *testing.T, fsys state.FS) (*Applier, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "spill")
-	st, _, err := openStreamState(fsys, dir, "unit")
+	st, _, err := openStreamState(fsys, dir, "unit", "target")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,9 +207,9 @@ func TestSpillTranscript(t *testing.T) {
 	if err := a.dropSpilled(300); err != nil {
 		t.Fatal(err)
 	}
-	names, _ := os.ReadDir(dir)
+	names, _ := filepath.Glob(filepath.Join(dir, "*.spill"))
 	if len(names) != 0 {
-		t.Errorf("spill directory not empty after the transactions ended: %v", names)
+		t.Errorf("spill files left after the transactions ended: %v", names)
 	}
 	if err := feed(t, a, dec, pt.StreamStart(100, true), ins(100, "h"), pt.StreamStop()); err != nil {
 		t.Fatal(err)

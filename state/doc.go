@@ -97,7 +97,8 @@
 // aborts the source also sends, children first. The offsets are not
 // persisted: after a restart nothing streamed has been confirmed to the
 // source, which sends the transaction again from its start, so the files of
-// an earlier run are only removed (OpenSpillDir).
+// an earlier run are only removed (OpenSpillDir), and only from a directory
+// whose owner file names this applier and target (spill_owner.go).
 //
 // # Filesystem
 //

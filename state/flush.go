@@ -35,7 +35,9 @@ import "github.com/walapply/walapply/protocol"
 //     that is durable on the target or to nothing the target needs, so nothing
 //     the source would skip after a restart can be lost. PostgreSQL's apply
 //     worker does the same in send_feedback (worker.c) when it has no pending
-//     transactions.
+//     transactions. Such a flush position lies past the origin's progress;
+//     apply records it on the target before sending it (apply/identity.go),
+//     so that a start can tell it from a slot moved by something else.
 //   - apply = the last applied end LSN, or received when idle in the same sense.
 //
 // All three are reported monotonically (a value once sent is never undercut),
@@ -147,6 +149,12 @@ func (t *FlushTracker) Durable(lsn protocol.LSN) {
 	// earlier run of the applier.
 	t.applied = max(t.applied, t.durable)
 	t.received = max(t.received, t.durable)
+}
+
+// DurableLSN returns the durable position: the highest origin progress
+// recorded with Durable (or the start).
+func (t *FlushTracker) DurableLSN() protocol.LSN {
+	return t.durable
 }
 
 // Restart records that every transaction in progress was rolled back on the

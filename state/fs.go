@@ -23,6 +23,9 @@ type FS interface {
 	// Create creates or truncates the named file, open for reading and
 	// writing.
 	Create(name string) (File, error)
+	// CreateExclusive creates the named file, open for reading and writing;
+	// it fails with an error matching fs.ErrExist if the file exists.
+	CreateExclusive(name string) (File, error)
 	// Open opens the named file for reading.
 	Open(name string) (File, error)
 	// OpenReadWrite opens an existing file for reading and writing without
@@ -47,6 +50,10 @@ const spillFilePerm = 0o600
 
 func (osFS) Create(name string) (File, error) {
 	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, spillFilePerm)
+}
+
+func (osFS) CreateExclusive(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, spillFilePerm)
 }
 
 func (osFS) Open(name string) (File, error) {

@@ -14,9 +14,10 @@ import (
 // read buffer of a SpillReader.
 const DefaultSpillBufferSize = 64 << 10
 
-// SpillDir is the directory of one applier's spill files, one file per
-// streamed top-level transaction (xid). It must not be shared with another
-// applier: it deletes the spill files it finds at open.
+// SpillDir is the directory of one applier's spill files for one target,
+// one file per streamed top-level transaction (xid). It must not be shared
+// with another applier or target: it deletes the spill files it finds at
+// open, and its owner file keeps others out (spill_owner.go).
 //
 // SpillDir and its files are used by one goroutine (the apply loop), except
 // Stats, which may be called from any goroutine.
@@ -24,6 +25,7 @@ type SpillDir struct {
 	fs      FS
 	dir     string
 	applier string
+	target  string // the target database applier applies to (spill_owner.go)
 
 	// BufferSize is the write buffer of each file created or opened after it
 	// is set; DefaultSpillBufferSize if <= 0.
@@ -64,23 +66,32 @@ func isSpillFileName(name string) bool {
 	return err == nil
 }
 
-// OpenSpillDir opens the spill directory dir of applier, creating it if
-// missing, and removes the spill files an earlier run left in it: nothing
-// streamed is confirmed to the source before its commit, so the source sends
-// those transactions again. It returns the paths it removed.
+// OpenSpillDir opens the spill directory dir of applier for target (one line
+// that identifies the target database; apply uses its system identifier,
+// oid and server address), creating it if missing, and removes the spill files an
+// earlier run left in it: nothing streamed is confirmed to the source before
+// its commit, so the source sends those transactions again. It returns the
+// paths it removed.
 //
-// A spill file whose intact header names another applier is not removed:
-// OpenSpillDir fails with ErrSpillMismatch instead, since two appliers sharing
-// a directory would delete each other's files. Files of other names are left
-// alone.
-func OpenSpillDir(fsys FS, dir, applier string) (*SpillDir, []string, error) {
+// It removes files only from a directory its owner file shows to be
+// applier's for target (spill_owner.go); a directory of another applier or
+// target, or with spill files and no owner, makes it fail with
+// ErrSpillDirOwner, touching nothing; a spill file whose intact header
+// names another applier, with ErrSpillMismatch. Files of other names are left alone.
+func OpenSpillDir(fsys FS, dir, applier, target string) (*SpillDir, []string, error) {
 	if err := validSpillApplier(applier); err != nil {
+		return nil, nil, err
+	}
+	if err := validSpillTarget(target); err != nil {
 		return nil, nil, err
 	}
 	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("state: creating spill directory %s: %w", dir, err)
 	}
-	d := &SpillDir{fs: fsys, dir: dir, applier: applier, files: make(map[uint32]*SpillFile)}
+	d := &SpillDir{fs: fsys, dir: dir, applier: applier, target: target, files: make(map[uint32]*SpillFile)}
+	if err := d.claim(); err != nil {
+		return nil, nil, err
+	}
 	removed, err := d.removeStale()
 	if err != nil {
 		return nil, removed, err

@@ -13,7 +13,7 @@ func TestOpenSpillDir(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "b")
 	// An earlier run leaves files behind (no Remove).
-	prev, _, err := OpenSpillDir(OSFS, dir, "app1")
+	prev, _, err := OpenSpillDir(OSFS, dir, "app1", "tgt1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestOpenSpillDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, removed, err := OpenSpillDir(OSFS, dir, "app1")
+	d, removed, err := OpenSpillDir(OSFS, dir, "app1", "tgt1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestOpenSpillDir(t *testing.T) {
 		t.Fatalf("removed %v, want %v", removed, want)
 	}
 	left, _ := OSFS.ReadDir(dir)
-	if !slices.Equal(left, []string{"notes.txt", "xid-6.spill~", "xid-x.spill"}) {
+	if !slices.Equal(left, []string{"notes.txt", spillOwnerFile, "xid-6.spill~", "xid-x.spill"}) {
 		t.Fatalf("left in the directory: %v", left)
 	}
 	if d.Has(1) {
@@ -47,7 +47,7 @@ func TestOpenSpillDir(t *testing.T) {
 	}
 
 	// Another applier's file makes OpenSpillDir refuse, and stays.
-	other, _, err := OpenSpillDir(OSFS, filepath.Join(root, "other"), "app2")
+	other, _, err := OpenSpillDir(OSFS, filepath.Join(root, "other"), "app2", "tgt1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +55,93 @@ func TestOpenSpillDir(t *testing.T) {
 	if err := os.Rename(path, filepath.Join(dir, "xid-9.spill")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := OpenSpillDir(OSFS, dir, "app1"); !errors.Is(err, ErrSpillMismatch) || !strings.Contains(err.Error(), `"app2"`) {
+	if _, _, err := OpenSpillDir(OSFS, dir, "app1", "tgt1"); !errors.Is(err, ErrSpillMismatch) || !strings.Contains(err.Error(), `"app2"`) {
 		t.Fatalf("OpenSpillDir over another applier's file: %v, want ErrSpillMismatch naming app2", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "xid-9.spill")); err != nil {
 		t.Fatalf("another applier's file was touched: %v", err)
 	}
 
-	if _, _, err := OpenSpillDir(OSFS, dir, ""); err == nil {
+	if _, _, err := OpenSpillDir(OSFS, dir, "", "tgt1"); err == nil {
 		t.Fatal("OpenSpillDir with an empty applier name succeeded")
+	}
+}
+
+// Two appliers of one name feeding different targets never share a spill
+// directory: a start removes stale files only in a directory whose owner
+// file names its applier and target, and refuses any other, touching
+// nothing.
+func TestSpillDirOwner(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "spill")
+	a, _, err := OpenSpillDir(OSFS, dir, "app", "target-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathA, _ := writeTestFile(t, a, 7, []rec{{7, "a's change"}})
+	untouched := func() {
+		t.Helper()
+		if _, err := os.Stat(pathA); err != nil {
+			t.Fatalf("target-a's spill file was touched: %v", err)
+		}
+	}
+	refused := func(dir, applier, target string, frags ...string) {
+		t.Helper()
+		_, removed, err := OpenSpillDir(OSFS, dir, applier, target)
+		if !errors.Is(err, ErrSpillDirOwner) || len(removed) != 0 {
+			t.Fatalf("OpenSpillDir(%s, %s, %s): removed %v, %v; want ErrSpillDirOwner, nothing removed", dir, applier, target, removed, err)
+		}
+		for _, f := range frags {
+			if !strings.Contains(err.Error(), f) {
+				t.Fatalf("error %q does not say %q", err, f)
+			}
+		}
+		untouched()
+	}
+
+	// Same name, another target; another name, same target.
+	refused(dir, "app", "target-b", `applier "app" for target target-a`, `applier "app" for target target-b`)
+	refused(dir, "other", "target-a", `applier "app" for target target-a`)
+	// The owner itself removes its stale file.
+	if _, removed, err := OpenSpillDir(OSFS, dir, "app", "target-a"); err != nil || len(removed) != 1 || removed[0] != pathA {
+		t.Fatalf("the owner's start removed %v, %v; want %s", removed, err, pathA)
+	}
+
+	// Spill files without an owner file (a walapply from before owner
+	// files, or files copied in): nothing shows whose they are.
+	legacy := filepath.Join(root, "legacy")
+	old, _, err := OpenSpillDir(OSFS, legacy, "app", "target-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathA, _ = writeTestFile(t, old, 8, []rec{{8, "x"}})
+	if err := os.Remove(filepath.Join(legacy, spillOwnerFile)); err != nil {
+		t.Fatal(err)
+	}
+	refused(legacy, "app", "target-a", "no owner file", "xid-8.spill")
+
+	// A damaged owner file: refused while spill files are there, written
+	// again once there are none.
+	if err := os.WriteFile(filepath.Join(legacy, spillOwnerFile), []byte("walapply spill dir"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused(legacy, "app", "target-b", "is damaged")
+	if err := os.Remove(pathA); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenSpillDir(OSFS, legacy, "app", "target-b"); err != nil {
+		t.Fatalf("a damaged owner file in a directory without spill files: %v", err)
+	}
+	if _, _, err := OpenSpillDir(OSFS, legacy, "app", "target-a"); !errors.Is(err, ErrSpillDirOwner) {
+		t.Fatalf("the rewritten owner file does not keep target-a out: %v", err)
+	}
+
+	// A new, empty directory is claimed.
+	if _, _, err := OpenSpillDir(OSFS, filepath.Join(root, "new"), "app", "target-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenSpillDir(OSFS, filepath.Join(root, "y"), "app", "a\nb"); err == nil {
+		t.Fatal("a target identity with a newline was accepted")
 	}
 }
 
@@ -88,7 +166,7 @@ func TestSpillDirRemoveAll(t *testing.T) {
 	if len(removed) != 3 || d.Stats() != (SpillStats{}) {
 		t.Fatalf("RemoveAll removed %v, Stats %+v", removed, d.Stats())
 	}
-	if left, _ := OSFS.ReadDir(d.Dir()); len(left) != 0 {
+	if left, _ := OSFS.ReadDir(d.Dir()); !slices.Equal(left, []string{spillOwnerFile}) {
 		t.Fatalf("left: %v", left)
 	}
 	// The xids can be created again.

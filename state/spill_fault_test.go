@@ -199,7 +199,7 @@ func FuzzSpillReader(f *testing.F) {
 // BenchmarkSpill appends b.N messages of 200 bytes (a typical small-row
 // Insert) and reads them back.
 func BenchmarkSpill(b *testing.B) {
-	d, _, err := OpenSpillDir(OSFS, b.TempDir(), "bench")
+	d, _, err := OpenSpillDir(OSFS, b.TempDir(), "bench", "tgt1")
 	if err != nil {
 		b.Fatal(err)
 	}

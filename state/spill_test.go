@@ -27,7 +27,7 @@ func (r rec) String() string {
 
 func openTestDir(t *testing.T, fsys FS, bufSize int) *SpillDir {
 	t.Helper()
-	d, removed, err := OpenSpillDir(fsys, filepath.Join(t.TempDir(), "spill"), "app1")
+	d, removed, err := OpenSpillDir(fsys, filepath.Join(t.TempDir(), "spill"), "app1", "tgt1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func checkLag(t *testing.T, s *sourceStatus) {
 // writeSpillFile leaves a spill file as a running applier would have it.
 func writeSpillFile(t *testing.T, dir, applier string, xid uint32, records int) {
 	t.Helper()
-	d, _, err := state.OpenSpillDir(state.OSFS, dir, applier)
+	d, _, err := state.OpenSpillDir(state.OSFS, dir, applier, "test-target")
 	statusMust(t, err)
 	f, err := d.Create(xid)
 	statusMust(t, err)
