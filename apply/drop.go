@@ -1,0 +1,409 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// Dropping an applier (walapply drop), like DROP SUBSCRIPTION: what
+// walapply created for the applier goes, on both sides (DESIGN.md
+// invariant 10): its slot on the source, its replication origins on the
+// target (the applier's and its copy workers'), its prepared transactions
+// there, its rows in the walapply schema and its spill files.
+//
+// Drop first takes the applier's running-applier lock (lease.go): it
+// refuses while the applier runs, naming the process, and no start can
+// begin while it drops. It then looks at everything before it drops
+// anything, and drops nothing when the source is another cluster than the
+// applier's or the slot is in use there. The slot goes first: should the
+// target's part fail after it, a second drop finds the rest, whereas the
+// other order could forget the name of a slot that holds WAL. The
+// prepared transactions are rolled back next, since their COMMIT PREPARED
+// would have come through the slot; then the origins, the rows (in one
+// transaction) and the spill files.
+//
+// It touches nothing it cannot attribute to the applier: prepared
+// transactions under other GIDs (with --gid-mode source the applier's own
+// carry the source's GIDs and cannot be told from the target's: they are
+// listed, not rolled back), spill files whose header names another applier
+// or cannot be read, and the slot when the source is unreachable or not
+// given (the report says how to drop it).
+//
+// Dropping an applier of which nothing is left succeeds, like DROP
+// SUBSCRIPTION IF EXISTS: a second drop reports that it found nothing, and
+// the appliers the target does have, so that a mistyped name shows.
+
+// DropConfig says which applier Drop drops.
+type DropConfig struct {
+	Target string
+	Name   string
+	// Source, if set, is where the applier's slot is dropped; without it
+	// (or with KeepSlot) the slot is left.
+	Source   string
+	KeepSlot bool
+	// SpillDir is the applier's spill directory (default: run's default
+	// for Name).
+	SpillDir string
+}
+
+// DropReport says what Drop found and dropped, and what it left.
+type DropReport struct {
+	Name string
+	// Found is false when nothing of the applier was there; Others then
+	// names the appliers recorded on the target.
+	Found  bool
+	Others []string
+	Slot   DroppedSlot
+	// Origins are the replication origins dropped on the target.
+	Origins []string
+	// RolledBack are the GIDs of the applier's prepared transactions that
+	// were rolled back. Unattributed are prepared transactions in the
+	// target database whose GIDs are no applier's: left alone.
+	RolledBack   []string
+	Unattributed []twophase.Prepared
+	// Rows counts the rows deleted from the walapply schema, per table.
+	Rows []TableRows
+	// SpillDir is the spill directory looked at; SpillFiles the files
+	// removed from it, SpillLeft those left (not the applier's, or
+	// unreadable), SpillDirRemoved whether the directory went too.
+	SpillDir        string
+	SpillFiles      []string
+	SpillLeft       []string
+	SpillDirRemoved bool
+}
+
+// DroppedSlot is what became of the applier's slot.
+type DroppedSlot struct {
+	Name    string // "" when no slot is recorded for the applier
+	Dropped bool
+	Missing bool // it did not exist on the source
+	// Left says why the slot was left on the source ("" when dropped or
+	// missing).
+	Left string
+}
+
+// TableRows is the number of rows deleted from a table.
+type TableRows struct {
+	Table string
+	Rows  int64
+}
+
+// slotActiveWait bounds how long Drop waits for an active slot to be
+// released: the walsender of an applier that just stopped exits a moment
+// after it.
+const slotActiveWait = 2 * time.Second
+
+// Drop drops the applier dc.Name; see the comment above. On an error, the
+// report says what had been dropped before it.
+func Drop(ctx context.Context, dc DropConfig) (*DropReport, error) {
+	origin, err := state.OriginName(dc.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	rep := &DropReport{Name: dc.Name, SpillDir: dc.SpillDir}
+	if rep.SpillDir == "" {
+		if rep.SpillDir, err = defaultSpillDir(dc.Name); err != nil {
+			return nil, err
+		}
+	}
+	if dc.Source != "" && !dc.KeepSlot {
+		if _, err := pgconn.ParseConfig(dc.Source); err != nil {
+			return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, redact(err))
+		}
+	}
+	conn, err := connectTarget(ctx, &Config{Target: dc.Target, Name: dc.Name}, "drop")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	ok, err := tryLease(ctx, conn, dc.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		holder, err := leaseHolder(ctx, conn, dc.Name)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &PermanentError{holder}
+	}
+	defer releaseLease(context.WithoutCancel(ctx), conn, dc.Name)
+
+	f, err := readDropFacts(ctx, conn, dc.Name, origin)
+	if err != nil {
+		return nil, err
+	}
+	rep.Slot.Name, rep.Others = f.slot, f.others
+	rc, err := dropSourceCheck(ctx, dc, f, &rep.Slot)
+	if err != nil {
+		return rep, err
+	}
+	if rc != nil {
+		defer rc.Close(context.WithoutCancel(ctx))
+		if err := rc.DropSlot(ctx, f.slot, false); err != nil {
+			return rep, fmt.Errorf("dropping replication slot %q on the source: %w", f.slot, err)
+		}
+		rep.Slot.Dropped = true
+	}
+	if err := f.dropTarget(ctx, conn, rep); err != nil {
+		return rep, err
+	}
+	if err := dropSpill(rep, dc.SpillDir == ""); err != nil {
+		return rep, err
+	}
+	rep.Found = f.found() || len(rep.SpillFiles) > 0 || rep.Slot.Dropped
+	return rep, nil
+}
+
+// dropFacts is what the target holds of an applier.
+type dropFacts struct {
+	name, slot, systemID string
+	others               []string // the other appliers recorded on the target
+	origins              []string
+	prepared             []string // GIDs of the applier's prepared transactions
+	unattributed         []twophase.Prepared
+	rows                 []TableRows // tables with rows of the applier
+}
+
+func (f *dropFacts) found() bool {
+	return f.slot != "" || len(f.origins) > 0 || len(f.prepared) > 0 || len(f.rows) > 0
+}
+
+// readDropFacts reads what the target holds of applier name.
+func readDropFacts(ctx context.Context, conn *pgx.Conn, name, origin string) (*dropFacts, error) {
+	f := &dropFacts{name: name}
+	var hasSchema bool
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.appliers') IS NOT NULL").Scan(&hasSchema); err != nil {
+		return nil, fmt.Errorf("looking for walapply.appliers on the target: %w", err)
+	}
+	var appliers []string
+	if hasSchema {
+		err := conn.QueryRow(ctx, `SELECT coalesce((SELECT slot_name FROM walapply.appliers WHERE name = $1), (SELECT slot_name FROM walapply.copies WHERE applier = $1), ''),
+				coalesce((SELECT source_system_id FROM walapply.appliers WHERE name = $1), ''),
+				coalesce((SELECT pg_catalog.array_agg(name ORDER BY name) FROM walapply.appliers), '{}')`, name).
+			Scan(&f.slot, &f.systemID, &appliers)
+		if err != nil {
+			return nil, fmt.Errorf("reading applier %q from walapply.appliers on the target: %w", name, err)
+		}
+		if f.rows, err = countApplierRows(ctx, conn, name); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range appliers {
+		if a != name {
+			f.others = append(f.others, a)
+		}
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_origin WHERE roname = $1)", origin).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("looking up replication origin %q on the target: %w", origin, err)
+	}
+	if exists {
+		f.origins = append(f.origins, origin)
+	}
+	copies, err := copyOriginsOf(ctx, conn, name)
+	if err != nil {
+		return nil, err
+	}
+	f.origins = append(f.origins, copies...)
+	if err := f.readPrepared(ctx, conn, appliers); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// countApplierRows counts the applier's rows in the walapply schema: its
+// walapply.appliers row, and the rows of every other table of the schema
+// with an applier column (those that cascade from it included).
+func countApplierRows(ctx context.Context, conn *pgx.Conn, name string) ([]TableRows, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname::text FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = 'applier' AND NOT a.attisdropped
+		WHERE n.nspname = 'walapply' AND c.relkind IN ('r', 'p') AND c.relname <> 'appliers' ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tables of the walapply schema on the target: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("listing the tables of the walapply schema on the target: %w", err)
+	}
+	var out []TableRows
+	for _, t := range append([]string{"appliers"}, tables...) {
+		col := "applier"
+		if t == "appliers" {
+			col = "name"
+		}
+		var n int64
+		q := "SELECT count(*) FROM " + quoteQualified("walapply", t) + " WHERE " + quoteIdent(col) + " = $1"
+		if err := conn.QueryRow(ctx, q, name).Scan(&n); err != nil {
+			return nil, fmt.Errorf("counting applier %q's rows in walapply.%s on the target: %w", name, t, err)
+		}
+		if n > 0 {
+			out = append(out, TableRows{Table: "walapply." + t, Rows: n})
+		}
+	}
+	return out, nil
+}
+
+// readPrepared sorts the target database's prepared transactions into the
+// applier's (GIDs of --gid-mode applier), other appliers' and the
+// unattributed rest.
+func (f *dropFacts) readPrepared(ctx context.Context, conn *pgx.Conn, appliers []string) error {
+	rows, err := conn.Query(ctx, `SELECT gid, prepared, owner::text, database::text FROM pg_catalog.pg_prepared_xacts
+		WHERE database = pg_catalog.current_database() ORDER BY prepared, gid`)
+	if err != nil {
+		return fmt.Errorf("listing the prepared transactions on the target: %w", err)
+	}
+	var p twophase.Prepared
+	_, err = pgx.ForEachRow(rows, []any{&p.GID, &p.Prepared, &p.Owner, &p.Database}, func() error {
+		if _, ok := twophase.ParseTargetGID(f.name, p.GID); ok {
+			f.prepared = append(f.prepared, p.GID)
+			return nil
+		}
+		for _, a := range appliers {
+			if _, ok := twophase.ParseTargetGID(a, p.GID); ok {
+				return nil
+			}
+		}
+		f.unattributed = append(f.unattributed, p)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing the prepared transactions on the target: %w", err)
+	}
+	return nil
+}
+
+// dropSourceCheck decides what happens to the slot and returns the
+// replication connection to drop it on, or nil when it stays (slot.Left
+// says why) or is missing. It fails, before anything is dropped, when the
+// source is not the applier's or the slot is in use.
+func dropSourceCheck(ctx context.Context, dc DropConfig, f *dropFacts, slot *DroppedSlot) (*protocol.ReplConn, error) {
+	switch {
+	case f.slot == "":
+		return nil, nil
+	case dc.KeepSlot:
+		slot.Left = "--keep-slot"
+		return nil, nil
+	case dc.Source == "":
+		slot.Left = "no --source given"
+		return nil, nil
+	}
+	rc, err := protocol.ConnectReplication(ctx, dc.Source)
+	if err != nil {
+		slot.Left = "the source could not be reached: " + strings.Join(strings.Fields(err.Error()), " ")
+		return nil, nil
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			rc.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	sys, err := rc.IdentifySystem(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("identifying the source system: %w", err)
+	}
+	if f.systemID != "" && sys.SystemID != f.systemID {
+		return nil, &PermanentError{fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source given is %s: "+
+			"nothing was dropped; give the applier's source, or --keep-slot to leave its slot", ErrWrongSource, dc.Name, f.systemID, sys.SystemID)}
+	}
+	deadline := time.Now().Add(slotActiveWait)
+	for {
+		st, found, err := rc.Slot(ctx, f.slot)
+		if err != nil {
+			return nil, fmt.Errorf("looking up replication slot %q on the source: %w", f.slot, err)
+		}
+		if !found {
+			slot.Missing = true
+			return nil, nil
+		}
+		if !st.Active {
+			keep = true
+			return rc, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, &PermanentError{fmt.Errorf("replication slot %q of applier %q is in use on the source by process %d (pg_replication_slots.active_pid), "+
+				"while no walapply runs applier %q against this target: stop whatever streams from it, then drop again (or drop with --keep-slot and drop the slot later); nothing was dropped",
+				f.slot, dc.Name, st.ActivePID, dc.Name)}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// dropTarget rolls back the applier's prepared transactions, drops its
+// origins and deletes its rows.
+func (f *dropFacts) dropTarget(ctx context.Context, conn *pgx.Conn, rep *DropReport) error {
+	rep.Unattributed = f.unattributed
+	for _, gid := range f.prepared {
+		if _, err := conn.Exec(ctx, twophase.FinishSQL(gid, false)); err != nil && !isUndefinedObject(err) {
+			return fmt.Errorf("rolling back prepared transaction %q on the target: %w", gid, err)
+		}
+		rep.RolledBack = append(rep.RolledBack, gid)
+	}
+	for _, o := range f.origins {
+		if err := state.DropOrigin(ctx, conn, o); err != nil {
+			return err
+		}
+		rep.Origins = append(rep.Origins, o)
+	}
+	if len(f.rows) == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// walapply.appliers first: the tables that reference it cascade.
+		for _, t := range f.rows {
+			col := "applier"
+			if t.Table == "walapply.appliers" {
+				col = "name"
+			}
+			table := quoteQualified("walapply", strings.TrimPrefix(t.Table, "walapply."))
+			if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE "+quoteIdent(col)+" = $1", f.name); err != nil {
+				return fmt.Errorf("%s: %w", t.Table, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting applier %q's rows in the walapply schema on the target: %w", f.name, err)
+	}
+	rep.Rows = f.rows
+	return nil
+}
+
+// dropSpill removes the applier's spill files, and the directory when it
+// is left empty; with the default directory, also the applier's directory
+// above it.
+func dropSpill(rep *DropReport, isDefault bool) error {
+	var err error
+	rep.SpillFiles, rep.SpillLeft, err = state.RemoveSpillFiles(state.OSFS, rep.SpillDir, rep.Name)
+	if err != nil {
+		return err
+	}
+	if len(rep.SpillLeft) > 0 {
+		return nil
+	}
+	// os.Remove removes only an empty directory; one that holds other
+	// files, or is a mount point, stays.
+	if os.Remove(rep.SpillDir) == nil {
+		rep.SpillDirRemoved = true
+		if isDefault {
+			_ = os.Remove(filepath.Dir(rep.SpillDir))
+		}
+	}
+	return nil
+}
