@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,14 +43,26 @@ import (
 // A reconnect takes the lock again on its new control connection. If the
 // previous session's backend has not yet noticed that its connection is
 // gone, it still holds the lock: that is this process's own lock, and the
-// start is retried (errLeaseNotReleased) rather than refused.
+// start is retried (errLeaseNotReleased) rather than refused. So is a start
+// whose lock is held for a process of this host that is gone (kill -9, then
+// a restart before the target has ended the killed process's sessions), or
+// for this pid on this host but no session of this process (a container
+// restarted under the same host name and pid): their backends are about to
+// end. A lock held from another host is refused: whether that process still
+// lives cannot be told from here.
+
+// leasesHeld holds the target backends through which sessions of this
+// process hold a running-applier lock now: a lock held by one of them is
+// another Run's of this process, not an earlier incarnation's.
+var leasesHeld sync.Map // uint32 → struct{}
 
 // leaseClass is the first key of every running-applier lock: "wala".
 const leaseClass int32 = 0x77616c61
 
-// errLeaseNotReleased: the lock is held by this process's own earlier
-// session, whose target backend has not ended yet. IsTransient retries it.
-var errLeaseNotReleased = errors.New("apply: the target backend of this applier's previous session still holds its running-applier lock; retrying until it ends")
+// errLeaseNotReleased: the lock is held for a process that is gone (this
+// one's previous session, or a killed process), whose target backend has
+// not ended yet. IsTransient retries it.
+var errLeaseNotReleased = errors.New("apply: the running-applier lock is still held for a walapply process that is gone; retrying until its target backend ends")
 
 // RunningError says that the applier's running-applier lock on the target
 // is held by another session: the applier runs (or is being dropped).
@@ -157,12 +171,13 @@ func (s *session) takeLease(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if cfg.leaseBackend != 0 && holder.Backend == int32(cfg.leaseBackend) {
-			return fmt.Errorf("%w (target backend %d)", errLeaseNotReleased, holder.Backend)
+		if why := holderGone(holder, cfg.leaseBackend); why != "" {
+			return fmt.Errorf("%w (target backend %d; %s)", errLeaseNotReleased, holder.Backend, why)
 		}
 		return &PermanentError{holder}
 	}
 	cfg.leaseBackend = s.control.PgConn().PID()
+	leasesHeld.Store(cfg.leaseBackend, struct{}{})
 	_, err = s.control.Exec(ctx, `INSERT INTO walapply.running (applier, pid, host, backend_pid) VALUES ($1, $2, $3, pg_catalog.pg_backend_pid())
 		ON CONFLICT (applier) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, backend_pid = EXCLUDED.backend_pid, started_at = now()`,
 		cfg.Name, os.Getpid(), hostname())
@@ -178,8 +193,12 @@ func (s *session) takeLease(ctx context.Context) error {
 // a restart right after could find it still taken.
 func (s *session) dropLease(ctx context.Context) {
 	cfg := s.cfg
-	if s.control == nil || s.control.IsClosed() || cfg.leaseBackend != s.control.PgConn().PID() {
+	if s.control == nil || cfg.leaseBackend != s.control.PgConn().PID() {
 		return // this session did not take the lock
+	}
+	leasesHeld.Delete(cfg.leaseBackend)
+	if s.control.IsClosed() {
+		return
 	}
 	_, err := s.control.Exec(ctx, `DELETE FROM walapply.running WHERE applier = $1 AND backend_pid = pg_catalog.pg_backend_pid()`, cfg.Name)
 	if err == nil {
@@ -188,6 +207,33 @@ func (s *session) dropLease(ctx context.Context) {
 	if err != nil {
 		cfg.Logger.Debug().Err(err).Msg("removing this session from walapply.running; the next start overwrites its row")
 	}
+}
+
+// holderGone says why the lock's holder is a process that is gone, or
+// about to let go, and returns "" when it may well run: see the comment
+// at the top. previous is the backend of this Run's previous session.
+func holderGone(h *RunningError, previous uint32) string {
+	switch {
+	case h.Backend == 0:
+		return "it let go meanwhile"
+	case previous != 0 && uint32(h.Backend) == previous:
+		return "this applier's previous session"
+	case h.PID == 0 || h.Other != "" || h.Host != hostname():
+		return ""
+	case h.PID == os.Getpid():
+		if _, ours := leasesHeld.Load(uint32(h.Backend)); ours {
+			return "" // another Run of this process
+		}
+		return "an earlier process with this pid on this host"
+	}
+	p, err := os.FindProcess(h.PID)
+	if err == nil {
+		err = p.Signal(syscall.Signal(0))
+	}
+	if errors.Is(err, os.ErrProcessDone) || errors.Is(err, syscall.ESRCH) {
+		return fmt.Sprintf("pid %d on this host has exited", h.PID)
+	}
+	return ""
 }
 
 // hostname names this machine in walapply.running.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,31 @@ func TestSecondRunRefused(t *testing.T) {
 			t.Errorf("run while another session holds the lock: %v\nwant %q", err, want)
 		}
 		if _, err := conn.Exec(h.ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
+			t.Fatal(err)
+		}
+
+		// kill -9 and a restart before the target ended the killed
+		// process's backend: the lock is still held, for a pid of this host
+		// that is gone. The start waits for it rather than stop.
+		dead := exec.Command("true")
+		if err := dead.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(h.ctx, "SELECT pg_advisory_lock(x'77616c61'::int, hashtext('app'))"); err != nil {
+			t.Fatal(err)
+		}
+		h.target(fmt.Sprintf("INSERT INTO walapply.running (applier, pid, host, backend_pid) VALUES ('app', %d, '%s', %d)", dead.Process.Pid, host, backend))
+		stop = h.runApplier(cfg)
+		time.Sleep(time.Second)
+		if err := h.applierStopped(); err != nil {
+			t.Fatalf("start while a killed process's backend holds the lock: %v", err)
+		}
+		if _, err := conn.Exec(h.ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
+			t.Fatal(err)
+		}
+		h.source("INSERT INTO t VALUES (5)")
+		h.waitCaughtUp("app_slot", 30*time.Second)
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 
