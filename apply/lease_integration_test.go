@@ -28,6 +28,7 @@ func (h *harness) runRefused(cfg apply.Config) error {
 	if apply.IsTransient(err) {
 		h.t.Errorf("the refusal is transient: %v", err)
 	}
+	h.t.Logf("refused after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	return err
 }
 

@@ -103,10 +103,20 @@ func TestDropCommand(t *testing.T) {
 		// The source unreachable: the slot is left, and drop says how to
 		// drop it. (A slot cannot be created while a transaction is
 		// prepared on the source.)
+		// Its spill directory is run's default: drop finds it there.
 		statusMust(t, pair.Source.Exec(ctx, "ROLLBACK PREPARED 'src_gid'"))
-		runAndStop(t, ctx, cfg, "b")
+		stateHome := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", stateHome)
+		cb := cfg
+		cb.SpillDir = ""
+		runAndStop(t, ctx, cb, "b")
 		out, _, err = runDrop(ctx, "--target", target, "--name", "b", "--source", "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5")
 		statusMust(t, err)
+		if _, dir, ok := strings.Cut(out, "spill files removed from "); !ok || !strings.HasPrefix(dir, stateHome+string(filepath.Separator)) || !strings.Contains(dir, ": 0; directory removed\n") {
+			t.Errorf("drop printed\n%s\nwithout the removal of run's default spill directory under %s", out, stateHome)
+		} else if _, err := os.Stat(dir[:strings.Index(dir, ": 0;")]); !os.IsNotExist(err) {
+			t.Errorf("the default spill directory after drop: %v", err)
+		}
 		if want := `replication slot "b_slot" left on the source (the source could not be reached: `; !strings.Contains(out, want) ||
 			!strings.Contains(out, "it keeps WAL there until it is dropped: SELECT pg_drop_replication_slot('b_slot'); on the source") {
 			t.Errorf("drop with the source unreachable printed\n%s", out)
@@ -117,6 +127,7 @@ func TestDropCommand(t *testing.T) {
 
 		// The slot in use by something else: nothing is dropped; then
 		// --keep-slot.
+		cfg.SpillDir = t.TempDir()
 		runAndStop(t, ctx, cfg, "c")
 		rc, err := protocol.ConnectReplication(ctx, source)
 		statusMust(t, err)
@@ -142,11 +153,11 @@ func TestDropCommand(t *testing.T) {
 	})
 }
 
-// runAndStop runs applier name (slot name_slot, no copy) until it caught
-// up, then stops it.
+// runAndStop runs applier name (slot name_slot, no copy, cfg's spill
+// directory) until it caught up, then stops it.
 func runAndStop(t *testing.T, ctx context.Context, cfg apply.Config, name string) {
 	t.Helper()
-	cfg.Name, cfg.Slot, cfg.CreateSlot, cfg.Copy, cfg.TwoPhase, cfg.SpillDir = name, name+"_slot", true, false, false, t.TempDir()
+	cfg.Name, cfg.Slot, cfg.CreateSlot, cfg.Copy, cfg.TwoPhase = name, name+"_slot", true, false, false
 	r, err := apply.Start(ctx, cfg)
 	statusMust(t, err)
 	statusMust(t, r.WaitCaughtUp(ctx))
