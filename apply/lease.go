@@ -40,6 +40,10 @@ import (
 // A row counts as current only while its backend_pid holds the lock in
 // pg_locks; otherwise the holder's pid is "unknown".
 //
+// Between two sessions of a run (the back-off after a transient error) the
+// lock is free: a second process that starts then gets it, and the first
+// one's next session is refused instead. Still one at a time.
+//
 // A reconnect takes the lock again on its new control connection. If the
 // previous session's backend has not yet noticed that its connection is
 // gone, it still holds the lock: that is this process's own lock, and the
