@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -74,12 +75,15 @@ type DropReport struct {
 	// Rows counts the rows deleted from the walapply schema, per table.
 	Rows []TableRows
 	// SpillDir is the spill directory looked at; SpillFiles the files
-	// removed from it, SpillLeft those left (not the applier's, or
-	// unreadable), SpillDirRemoved whether the directory went too.
+	// removed from it, SpillLeft those left (not the applier's for this
+	// target, or whose owner is unknown: see state.RemoveSpillFiles),
+	// SpillDirRemoved whether the directory went too.
 	SpillDir        string
 	SpillFiles      []string
 	SpillLeft       []string
 	SpillDirRemoved bool
+
+	spillTarget string // the target's identity in spill directories
 }
 
 // DroppedSlot is what became of the applier's slot.
@@ -110,15 +114,9 @@ func Drop(ctx context.Context, dc DropConfig) (*DropReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	rep := &DropReport{Name: dc.Name, SpillDir: dc.SpillDir}
-	if rep.SpillDir == "" {
-		if rep.SpillDir, err = defaultSpillDir(dc.Name); err != nil {
-			return nil, err
-		}
-	}
 	if dc.Source != "" && !dc.KeepSlot {
 		if _, err := pgconn.ParseConfig(dc.Source); err != nil {
-			return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, redact(err))
+			return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, secret.Error(err, dc.Source))
 		}
 	}
 	conn, err := connectTarget(ctx, &Config{Target: dc.Target, Name: dc.Name}, "drop")
@@ -126,6 +124,15 @@ func Drop(ctx context.Context, dc DropConfig) (*DropReport, error) {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	rep := &DropReport{Name: dc.Name, SpillDir: dc.SpillDir}
+	if rep.spillTarget, err = targetIdentity(ctx, conn); err != nil { // identity.go
+		return nil, err
+	}
+	if rep.SpillDir == "" {
+		if rep.SpillDir, err = defaultSpillDir(dc.Name, rep.spillTarget); err != nil {
+			return nil, err
+		}
+	}
 	ok, err := tryLease(ctx, conn, dc.Name)
 	if err != nil {
 		return nil, err
@@ -386,11 +393,11 @@ func (f *dropFacts) dropTarget(ctx context.Context, conn *pgx.Conn, rep *DropRep
 }
 
 // dropSpill removes the applier's spill files, and the directory when it
-// is left empty; with the default directory, also the applier's directory
-// above it.
+// is left empty; with the default directory, also the empty directories
+// above it that name the applier and the target.
 func dropSpill(rep *DropReport, isDefault bool) error {
 	var err error
-	rep.SpillFiles, rep.SpillLeft, err = state.RemoveSpillFiles(state.OSFS, rep.SpillDir, rep.Name)
+	rep.SpillFiles, rep.SpillLeft, err = state.RemoveSpillFiles(state.OSFS, rep.SpillDir, rep.Name, rep.spillTarget)
 	if err != nil {
 		return err
 	}
@@ -402,7 +409,11 @@ func dropSpill(rep *DropReport, isDefault bool) error {
 	if os.Remove(rep.SpillDir) == nil {
 		rep.SpillDirRemoved = true
 		if isDefault {
-			_ = os.Remove(filepath.Dir(rep.SpillDir))
+			// defaultSpillDir's <name>/<target> directories above it.
+			parent := filepath.Dir(rep.SpillDir)
+			if os.Remove(parent) == nil {
+				_ = os.Remove(filepath.Dir(parent))
+			}
 		}
 	}
 	return nil

@@ -7,13 +7,21 @@ import (
 	"path/filepath"
 )
 
-// RemoveSpillFiles removes applier's spill files from dir, for `walapply
-// drop`: the files whose intact header names applier. Files of another
-// applier, and files whose header cannot be read (whose they are is
-// unknown), are left and returned in left; a missing directory has
-// nothing to remove. It does not remove the directory.
-func RemoveSpillFiles(fsys FS, dir, applier string) (removed, left []string, err error) {
+// RemoveSpillFiles removes the spill files of applier for target from dir,
+// for `walapply drop`, and the directory's owner file once no spill file is
+// left: the directory is then as OpenSpillDir found it before its first
+// use. It removes files only from a directory whose owner file names
+// applier and target (spill_owner.go), and there only the spill files whose
+// intact header names applier. Everything else stays: a directory of
+// another applier or target, or whose owner is unknown (no owner file, or
+// a damaged one), and the files whose header names another applier or
+// cannot be read; the spill files among them are returned in left. A
+// missing directory has nothing to remove. The directory itself stays.
+func RemoveSpillFiles(fsys FS, dir, applier, target string) (removed, left []string, err error) {
 	if err := validSpillApplier(applier); err != nil {
+		return nil, nil, err
+	}
+	if err := validSpillTarget(target); err != nil {
 		return nil, nil, err
 	}
 	names, err := fsys.ReadDir(dir)
@@ -23,13 +31,17 @@ func RemoveSpillFiles(fsys FS, dir, applier string) (removed, left []string, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("state: listing spill directory %s: %w", dir, err)
 	}
-	d := &SpillDir{fs: fsys, dir: dir, applier: applier}
+	d := &SpillDir{fs: fsys, dir: dir, applier: applier, target: target}
+	ownerPath := filepath.Join(dir, spillOwnerFile)
+	data, err := d.readOwnerFile(ownerPath)
+	owner, ok := parseSpillOwner(data)
+	ours := err == nil && ok && owner == d.owner()
 	for _, name := range names {
 		if !isSpillFileName(name) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		if owner, ok := d.headerApplier(path); !ok || owner != applier {
+		if h, ok := d.headerApplier(path); !ours || !ok || h != applier {
 			left = append(left, path)
 			continue
 		}
@@ -37,6 +49,11 @@ func RemoveSpillFiles(fsys FS, dir, applier string) (removed, left []string, err
 			return removed, left, fmt.Errorf("state: removing spill file %s: %w", path, err)
 		}
 		removed = append(removed, path)
+	}
+	if ours && len(left) == 0 {
+		if err := fsys.Remove(ownerPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, left, fmt.Errorf("state: removing the owner file %s: %w", ownerPath, err)
+		}
 	}
 	return removed, left, nil
 }

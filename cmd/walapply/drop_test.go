@@ -62,7 +62,12 @@ func TestDropCommand(t *testing.T) {
 			t.Fatalf("slots after a refused drop: %s", got)
 		}
 		statusMust(t, r.Stop())
-		writeSpillFile(t, spill, "app", 99, 10) // left by a kill -9
+		// A spill file left by a kill -9, in the directory run claimed for
+		// this target.
+		owner, err := os.ReadFile(filepath.Join(spill, "walapply-spill-owner"))
+		statusMust(t, err)
+		_, spillTarget, _ := strings.Cut(strings.TrimSpace(string(owner)), "\ntarget ")
+		writeSpillFile(t, spill, "app", spillTarget, 99, 10)
 
 		out, _, err := runDrop(ctx, "--target", target, "--name", "app", "--source", source, "--spill-dir", spill)
 		statusMust(t, err)
