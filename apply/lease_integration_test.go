@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -137,5 +138,40 @@ func TestSecondRunRefused(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// The same with walapply processes: a second `walapply run` exits at once
+// naming the first process; after a kill -9 of the first, a new process
+// starts (it waits for the killed one's target sessions to end, if need
+// be) instead of being refused.
+func TestSecondRunRefusedProcess(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.both("CREATE TABLE t (id int PRIMARY KEY)")
+		h.source("CREATE PUBLICATION p FOR TABLE t")
+		h.createSlot("app_slot")
+		p := h.applierProcess("app_slot", "p")
+		p.start()
+		h.source("INSERT INTO t VALUES (1)")
+		h.waitCaughtUp("app_slot", 30*time.Second)
+
+		ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, p.args[0], p.args[1:]...).CombinedOutput()
+		host, _ := os.Hostname()
+		want := fmt.Sprintf(`walapply run: applier "app_slot" is already running against this target (pid %d on host %s, since `, p.cmd.Process.Pid, host)
+		var exit *exec.ExitError
+		if ctx.Err() != nil || !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
+			t.Fatalf("second walapply run: %v (%v)\n%s\nwant exit 1 and %q", err, ctx.Err(), out, want)
+		}
+		t.Logf("second walapply run: %s", strings.TrimSpace(string(out)))
+
+		p.kill()
+		p.start()
+		h.source("INSERT INTO t VALUES (2)")
+		h.waitCaughtUp("app_slot", 30*time.Second)
+		p.stop()
+		h.expect("SELECT id::text FROM t", "1", "2")
 	})
 }

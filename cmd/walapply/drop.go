@@ -31,7 +31,7 @@ func dropMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&dc.Name, "name", "", "the applier to drop (required)")
 	fs.StringVar(&dc.Source, "source", "", "source connection string, to drop the applier's slot there (without it the slot is left, and drop says how to drop it)")
 	fs.BoolVar(&dc.KeepSlot, "keep-slot", false, "leave the applier's slot on the source")
-	fs.StringVar(&dc.SpillDir, "spill-dir", "", "the applier's spill directory, if run was given one (default: run's default for --name)")
+	fs.StringVar(&dc.SpillDir, "spill-dir", "", "the applier's spill directory, if run was given one (default: run's default for --name and this target)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
