@@ -27,13 +27,13 @@ import (
 // The key is pg_try_advisory_lock(leaseClass, hashtext(name)). Locks of the
 // two-int4 form have a key space of their own (objsubid 2 in pg_locks),
 // apart from the one-bigint form that migrations.LockID and most
-// applications use. Advisory locks are per database: an applier of the
-// same name in another database of the target's cluster does not take this
-// lock, but it is refused anyway, since the origin it would use is the
-// cluster's (identity.go). hashtext has 32 bits, so two names can share a key: then one of them
-// is refused while the other runs, and the error says so and names the
-// other applier. A collision refuses a start that could have run, never
-// lets two processes of one name run at once.
+// applications use. hashtext has 32 bits, so two names can share a key:
+// then one of them is refused while the other runs, and the error says so
+// and names the other applier. A collision refuses a start that could have
+// run, never lets two processes of one name run at once. Advisory locks are
+// per database: an applier of the same name in another database of the
+// target's cluster does not take this lock, but it is refused anyway, since
+// the origin it would use is the cluster's (identity.go).
 //
 // The lock is the truth; the row describes its holder. The row is deleted
 // when the session ends (a clean stop, a start that failed, a reconnect);
