@@ -97,6 +97,9 @@ type Config struct {
 	// replicated from it yet; if the run ends before it does, the slot is
 	// dropped again (dropCreatedSlot).
 	createdSlot bool
+	// leaseBackend is the target backend of the control connection that
+	// last took the running-applier lock in this run (lease.go).
+	leaseBackend uint32
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged

@@ -379,7 +379,7 @@ func readDoneTables(ctx context.Context, q querier, applier string) (map[relName
 // starts, and marks the copy finished. A crash in between repeats both.
 func (c *copier) finish(ctx context.Context) error {
 	cfg := c.cfg
-	if err := dropCopyOrigins(ctx, c.control, cfg.Name, cfg.CopyWorkers); err != nil {
+	if err := dropCopyOrigins(ctx, c.control, cfg.Name); err != nil {
 		return err
 	}
 	if err := state.AdvanceOrigin(ctx, c.control, c.origin, c.rec.point); err != nil {

@@ -103,3 +103,26 @@ func TestCopyOriginName(t *testing.T) {
 		t.Errorf("two long names share the origin name %q", a)
 	}
 }
+
+func TestIsCopyOriginOf(t *testing.T) {
+	long := strings.Repeat("é", 40) + "a"
+	for _, tc := range []struct {
+		applier, origin string
+		want            bool
+	}{
+		{"app", "walapply_copy1_app", true},
+		{"app", "walapply_copy17_app", true},
+		{"app", "walapply_copy1_app_x", false}, // applier app_x's
+		{"app_x", "walapply_copy1_app_x", true},
+		{"app", "walapply_copy01_app", false},
+		{"app", "walapply_copy0_app", false},
+		{"app", "walapply_app", false},
+		{"app", "walapply_copy_app", false},
+		{long, copyOriginName(long, 3), true},
+		{long, copyOriginName(strings.Repeat("é", 40)+"b", 3), false},
+	} {
+		if got := isCopyOriginOf(tc.applier, tc.origin); got != tc.want {
+			t.Errorf("isCopyOriginOf(%q, %q) = %v, want %v", tc.applier, tc.origin, got, tc.want)
+		}
+	}
+}

@@ -10,11 +10,13 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -88,6 +90,9 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
+	if context.Cause(ctx) != nil {
+		c.dropLeftCopyOrigins(ctx)
+	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err // the first worker's failure
 	}
@@ -135,6 +140,7 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, poi
 	if err := state.EnsureOrigin(ctx, w.tgt, origin); err != nil {
 		return err
 	}
+	defer w.dropOrigin(ctx, origin)
 	if err := state.SessionSetup(ctx, w.tgt, origin); err != nil {
 		return err
 	}
@@ -143,9 +149,54 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, poi
 			return err
 		}
 	}
-	// Released here, not by the connection's end, which the server
-	// handles after Close returns: finish drops the origin next.
-	return state.SessionReset(ctx, w.tgt)
+	return nil
+}
+
+// dropLeftCopyOrigins drops, after a failed copy, the workers' origins
+// that they could not drop themselves: the failure closed the connection
+// of a worker interrupted in mid-table, and its origin stays set up until
+// the server has ended that connection's backend, a moment later.
+func (c *copier) dropLeftCopyOrigins(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyOriginReleaseWait)
+	defer cancel()
+	for {
+		err := dropCopyOrigins(ctx, c.control, c.cfg.Name)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" { // 55006: in use
+			if err != nil {
+				c.cfg.Logger.Debug().Err(err).Msg("dropping the copy workers' replication origins after a failed copy; they are dropped when the copy finishes")
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// copyOriginReleaseWait bounds how long a failed copy waits for its
+// workers' origins to be released.
+const copyOriginReleaseWait = 5 * time.Second
+
+// dropOrigin drops the worker's origin when it ends, also after a failure:
+// an origin that was set up holds one of the target's replication state
+// slots until it is dropped, and the copy does not need it once its
+// tables are committed. It is released first, on the session, rather than
+// by the connection's end, which the server handles after Close returns.
+// What cannot be dropped here (a lost connection), finish drops, or
+// `walapply drop`.
+func (w *copyWorker) dropOrigin(ctx context.Context, origin string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := state.SessionReset(ctx, w.tgt)
+	if err == nil {
+		err = state.DropOrigin(ctx, w.tgt, origin)
+	}
+	if err != nil {
+		w.c.cfg.Logger.Debug().Err(err).Str("origin", origin).Msg("dropping the copy worker's replication origin; the copy drops it once the worker has let go of it")
+	}
 }
 
 // importSnapshot opens the source transaction every table of this worker
@@ -265,7 +316,7 @@ func (c *copyCounter) Read(b []byte) (int, error) {
 // "walapply_copy<id>_<applier>", the applier's name cut and completed with
 // a hash of it when that would pass the 63 bytes origin names are held to.
 func copyOriginName(applier string, id int) string {
-	name := "walapply_copy" + strconv.Itoa(id) + "_" + applier
+	name := copyOriginPrefix + strconv.Itoa(id) + "_" + applier
 	if len(name) <= state.MaxOriginNameLen {
 		return name
 	}
@@ -279,15 +330,49 @@ func copyOriginName(applier string, id int) string {
 	return cut + suffix
 }
 
-// dropCopyOrigins drops the copy workers' origins, once every table is
-// copied: also those of more workers than this attempt ran, left by an
-// earlier one.
-func dropCopyOrigins(ctx context.Context, q state.Querier, applier string, workers int) error {
-	names := make([]string, 0, max(workers, 16))
-	for id := 1; id <= max(workers, 16); id++ {
-		names = append(names, copyOriginName(applier, id))
+// copyOriginPrefix starts every copy worker's origin name.
+const copyOriginPrefix = "walapply_copy"
+
+// isCopyOriginOf reports whether origin is the origin of one of applier's
+// copy workers: copyOriginName(applier, id) for some id.
+func isCopyOriginOf(applier, origin string) bool {
+	rest, ok := strings.CutPrefix(origin, copyOriginPrefix)
+	digits, _, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 {
+		return false
 	}
-	_, err := q.Exec(ctx, `SELECT pg_catalog.pg_replication_origin_drop(roname)
+	id, err := strconv.Atoi(digits)
+	return err == nil && id >= 1 && strconv.Itoa(id) == digits && copyOriginName(applier, id) == origin
+}
+
+// copyOriginsOf lists the origins of applier's copy workers on the target,
+// of however many workers any attempt ran.
+func copyOriginsOf(ctx context.Context, q state.Querier, applier string) ([]string, error) {
+	var all []string
+	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.array_agg(roname ORDER BY roname), '{}') FROM pg_catalog.pg_replication_origin
+		WHERE pg_catalog.starts_with(roname, $1)`, copyOriginPrefix).Scan(&all)
+	if err != nil {
+		return nil, fmt.Errorf("listing the replication origins of the copy workers: %w", err)
+	}
+	var names []string
+	for _, n := range all {
+		if isCopyOriginOf(applier, n) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// dropCopyOrigins drops the copy workers' origins once every table is
+// copied: each worker drops its own when it ends, and this drops those
+// that a worker could not (its connection was lost, or an earlier attempt
+// was killed).
+func dropCopyOrigins(ctx context.Context, q state.Querier, applier string) error {
+	names, err := copyOriginsOf(ctx, q, applier)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	_, err = q.Exec(ctx, `SELECT pg_catalog.pg_replication_origin_drop(roname)
 		FROM pg_catalog.pg_replication_origin WHERE roname = ANY ($1)`, names)
 	if err != nil {
 		return fmt.Errorf("dropping the replication origins of the copy workers: %w", err)

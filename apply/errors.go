@@ -115,6 +115,9 @@ func IsTransient(err error) bool {
 	if err == nil {
 		return false
 	}
+	if errors.Is(err, errLeaseNotReleased) { // lease.go
+		return true
+	}
 	var schema *SchemaError
 	var perm *PermanentError
 	var conflict *ConflictError

@@ -116,6 +116,7 @@ func (s *session) close() {
 		_ = s.target.Close(ctx)
 	}
 	if s.control != nil {
+		s.dropLease(ctx)
 		_ = s.control.Close(ctx)
 	}
 }
@@ -176,6 +177,9 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	if err := prepareTarget(ctx, s.control, cfg); err != nil {
+		return err
+	}
+	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
 		return err
 	}
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {

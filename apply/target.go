@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // Bounds of one batch of queued statements. A transaction larger than this
@@ -130,8 +131,8 @@ func (s *targetSession) setup(ctx context.Context, origin string) error {
 			return fmt.Errorf("setting up the target session (%s): %w", q, err)
 		}
 	}
-	if _, err := s.conn.Exec(ctx, "SELECT pg_catalog.pg_replication_origin_session_setup($1)", origin); err != nil {
-		return fmt.Errorf("setting up replication origin %q on the target session: %w", origin, err)
+	if err := state.SessionSetup(ctx, s.conn, origin); err != nil {
+		return fmt.Errorf("setting up the target session: %w", err)
 	}
 	sd, err := s.prepare(ctx, "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)", nil)
 	if err != nil {

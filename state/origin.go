@@ -162,7 +162,7 @@ func OriginProgress(ctx context.Context, q Querier, name string, flush bool) (ls
 // second session fails with "replication origin ... is already active".
 func SessionSetup(ctx context.Context, q Querier, name string) error {
 	if _, err := q.Exec(ctx, "SELECT pg_catalog.pg_replication_origin_session_setup($1)", name); err != nil {
-		return fmt.Errorf("state: setting up replication origin %q on the session: %w", name, err)
+		return fmt.Errorf("state: setting up replication origin %q on the session: %w", name, noOriginSlot(ctx, q, name, err))
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ func XactReset(ctx context.Context, q Querier) error {
 func AdvanceOrigin(ctx context.Context, q Querier, name string, lsn protocol.LSN) error {
 	_, err := q.Exec(ctx, "SELECT pg_catalog.pg_replication_origin_advance($1, $2::pg_catalog.pg_lsn)", name, lsn.String())
 	if err != nil {
-		return fmt.Errorf("state: advancing replication origin %q to %s: %w", name, lsn, err)
+		return fmt.Errorf("state: advancing replication origin %q to %s: %w", name, lsn, noOriginSlot(ctx, q, name, err))
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func TestStatusCommand(t *testing.T) {
 			}
 		})
 		spillDir := filepath.Join(t.TempDir(), "spill")
-		writeSpillFile(t, spillDir, "app", 99, 500)
+		writeSpillFile(t, spillDir, "app", "test-target", 99, 500)
 
 		running := statusJSON(t, ctx, "--target", target, "--source", source, "--name", "app", "--spill-dir", spillDir)
 		if len(running.Appliers) != 1 {
@@ -153,10 +153,11 @@ func checkLag(t *testing.T, s *sourceStatus) {
 	}
 }
 
-// writeSpillFile leaves a spill file as a running applier would have it.
-func writeSpillFile(t *testing.T, dir, applier string, xid uint32, records int) {
+// writeSpillFile leaves a spill file as a running applier for target (as
+// its spill directory's owner file names it) would have it.
+func writeSpillFile(t *testing.T, dir, applier, target string, xid uint32, records int) {
 	t.Helper()
-	d, _, err := state.OpenSpillDir(state.OSFS, dir, applier, "test-target")
+	d, _, err := state.OpenSpillDir(state.OSFS, dir, applier, target)
 	statusMust(t, err)
 	f, err := d.Create(xid)
 	statusMust(t, err)
