@@ -144,6 +144,12 @@ var passwordCommands = []struct {
 	{"sequences --target", func(conn, good, dir string) []string {
 		return []string{"sequences", "--source", good, "--target", conn}
 	}},
+	// drop connects to --source only for an applier the target knows
+	// (its slot); that connection is protocol.ConnectReplication's, whose
+	// errors the library cases below check.
+	{"drop --target", func(conn, good, dir string) []string {
+		return []string{"drop", "--target", conn, "--name", "awk", "--spill-dir", dir}
+	}},
 }
 
 // TestAwkwardPasswordsNeverPrinted runs every walapply command, once per
