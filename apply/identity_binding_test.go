@@ -166,12 +166,8 @@ func TestIdleConfirmationRestarts(t *testing.T) {
 // applier's walsender exits a moment after the applier.
 func (h *harness) waitSlotInactive(slot string) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.scalar(true, `SELECT active::text FROM pg_replication_slots WHERE slot_name = $1`, slot) == "true" {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("slot %s still active after 10s", slot)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := h.pair.Source.WaitSlotActive(context.Background(), slot, false, 10*time.Second); err != nil {
+		h.t.Fatal(err)
 	}
 }
 

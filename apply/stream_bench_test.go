@@ -211,25 +211,8 @@ func buildWalapply(tb testing.TB) string {
 // longer) in use by a walsender.
 func waitSlotActive(tb testing.TB, c *testenv.Cluster, slot string, want bool) {
 	tb.Helper()
-	ctx := context.Background()
-	conn, err := c.Connect(ctx, "postgres")
-	if err != nil {
+	if err := c.WaitSlotActive(context.Background(), slot, want, time.Minute); err != nil {
 		tb.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var active bool
-		if err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
-			tb.Fatal(err)
-		}
-		if active == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("slot %s: active is not %t after a minute", slot, want)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -47,9 +47,9 @@ func TestTortureLostTargetAtTwoPhaseCheck(t *testing.T) {
 		s := &session{cfg: &Config{TwoPhase: true, Name: "regress", Logger: zerolog.Nop()}, source: src, control: control}
 
 		px.DropAll() // the connection is lost just before the check
-		err = s.prepareTwoPhase(ctx)
+		_, err = checkTwoPhase(ctx, s, &preflightFacts{version: src.ServerVersion()})
 		if err == nil {
-			t.Fatal("prepareTwoPhase succeeded on a lost target connection")
+			t.Fatal("the preflight's two-phase check succeeded on a lost target connection")
 		}
 		if !IsTransient(err) {
 			t.Errorf("a lost target connection at the two-phase check is permanent: %v", err)

@@ -29,6 +29,7 @@ func TestStatusSlotMissing(t *testing.T) {
 		statusMust(t, err)
 		statusMust(t, r.WaitCaughtUp(ctx))
 		statusMust(t, r.Stop())
+		statusMust(t, pair.Source.WaitSlotActive(ctx, "gone_slot", false, 10*time.Second))
 		statusMust(t, pair.Source.Exec(ctx, "SELECT pg_drop_replication_slot('gone_slot')"))
 
 		out, _, err := runStatus(ctx, "--target", target, "--source", source)
