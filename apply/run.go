@@ -50,7 +50,7 @@ func Run(ctx context.Context, c Config) error {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("transient error; reconnecting")
+		log.Warn().Err(err).Float64("retry_in_seconds", seconds(wait)).Msg("transient error; reconnecting")
 		select {
 		case <-ctx.Done():
 			return nil
