@@ -24,7 +24,7 @@ func startMetrics(addr string, readyMaxLag time.Duration, cfg *apply.Config, log
 		return nil, err
 	}
 	cfg.Observer = c
-	log.Info().Stringer("metrics_addr", srv.Addr()).Dur("ready_max_lag", readyMaxLag).
+	log.Info().Stringer("metrics_addr", srv.Addr()).Float64("ready_max_lag_seconds", readyMaxLag.Seconds()).
 		Msg("serving /metrics, /healthz and /readyz")
 	metricsListening(srv.Addr())
 	return func() {
