@@ -75,6 +75,7 @@ type session struct {
 
 	serverWALEnd protocol.LSN
 	progressed   bool
+	receipts     receipts // when the walsender was last heard from (observe.go)
 }
 
 // runSession connects, replicates until an error or the end of ctx, and

@@ -77,12 +77,7 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	// Every line names the applier (as Config.Name defaults).
-	name := f.cfg.Name
-	if name == "" {
-		name = f.cfg.Slot
-	}
-	log = log.With().Str("applier", name).Logger()
+	log = log.With().Str("applier", applierName(&f.cfg)).Logger() // on every line
 	f.cfg.Logger = log
 	f.cfg.Publications = splitList(f.publications)
 	if f.cfg.Conflicts, err = apply.ParseConflictPolicies(f.onConflict); err != nil {
@@ -122,6 +117,14 @@ func runCmd(ctx context.Context, args []string) error {
 		return logFatal(log, err)
 	}
 	return err
+}
+
+// applierName is the applier's name as apply.Config.Name defaults it.
+func applierName(c *apply.Config) string {
+	if c.Name == "" {
+		return c.Slot
+	}
+	return c.Name
 }
 
 // startCPUProfile profiles the process into path until the returned
