@@ -38,12 +38,8 @@ func (e *relEntry) String() string {
 	return quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
 }
 
-// logName names the relation in log fields: schema.name unquoted, as
-// PostgreSQL's own messages do, so that a JSON log holds no escaped quotes
-// (String's quoted form is for messages and SQL).
-func (e *relEntry) logName() string {
-	return sourceSchema(e.rel.Namespace) + "." + e.rel.Name
-}
+// logName names the relation in log fields (logRelation).
+func (e *relEntry) logName() string { return logRelation(sourceSchema(e.rel.Namespace), e.rel.Name) }
 
 func sourceSchema(ns string) string {
 	if ns == "" {
