@@ -37,7 +37,7 @@ func TestMetricsStallsAndInfo(t *testing.T) {
 		})
 		must(t, err)
 		defer r.Stop()
-		m := &metricsWatcher{t: t, url: base + "/metrics", r: r}
+		m := &metricsWatcher{t: t, url: base + "/metrics", r: r, limit: 30 * time.Second}
 
 		first := m.wait("the first progress report", func(v map[string]float64) bool { return v["walapply_caught_up"] == 1 })
 		for _, kind := range []string{"insert_exists", "update_exists", "update_missing", "delete_missing", "skipped_by_user"} {
