@@ -100,6 +100,15 @@ func TestMetricsStallsAndInfo(t *testing.T) {
 				ts, float64(started.Unix()), ka["walapply_last_message_receipt_timestamp_seconds"])
 		}
 
+		// A heartbeat on the source (WAL that publishes nothing, as
+		// docs/KUBERNETES.md suggests for an idle source) brings a keepalive.
+		time.Sleep(100 * time.Millisecond)
+		beat := time.Now()
+		must(t, pair.Source.Exec(ctx, "SELECT pg_logical_emit_message(false, 'heartbeat', '')"))
+		m.wait("a keepalive after the heartbeat", func(v map[string]float64) bool {
+			return v["walapply_last_keepalive_receipt_timestamp_seconds"] >= float64(beat.UnixNano())/1e9
+		})
+
 		// A row the target lost: a missing row, an update_missing
 		// conflict, the other kinds still 0.
 		must(t, pair.Target.Exec(ctx, "DELETE FROM t WHERE id = 1"))
