@@ -21,7 +21,8 @@ func (e *loggedError) Unwrap() error { return e.err }
 // under "error", and what an operator acts on as fields of their own when
 // the error says them: the relation (schema.name, unquoted), the
 // operation, the source transaction's xid and commit LSN (the value for
-// --skip-lsn), and the SQLSTATE of the target's error.
+// --skip-lsn), and the SQLSTATE of the target's error. The operation is
+// spelled as SQL spells it (INSERT, UPDATE, ..., COMMIT).
 func logFatal(log zerolog.Logger, err error) error {
 	ev := log.WithLevel(zerolog.FatalLevel).Str("error", printed.Scrub(err.Error()))
 	relation := ""
@@ -29,7 +30,7 @@ func logFatal(log zerolog.Logger, err error) error {
 	if errors.As(err, &te) {
 		ev.Uint32("xid", te.Xid).Stringer("commit_lsn", te.CommitLSN)
 		if te.Op != "" {
-			ev.Str("operation", te.Op)
+			ev.Str("operation", strings.ToUpper(te.Op)) // one spelling: INSERT, not Insert
 		}
 		relation = te.Relation
 	}

@@ -64,6 +64,7 @@ func TestRunJSONLog(t *testing.T) {
 			t.Fatalf("exit code %d after SIGTERM; log:\n%s", code, p.stderr)
 		}
 
+		t.Logf("the log:\n%s", p.stderr)
 		recs := jsonRecords(t, p.stderr.String())
 		for _, r := range recs {
 			if r["applier"] != "app1" {
@@ -124,6 +125,7 @@ func TestRunFatalJSON(t *testing.T) {
 			}
 			recs := jsonRecords(t, stderr)
 			last := recs[len(recs)-1]
+			t.Logf("the fatal record: %s", lastLine(stderr))
 			for k, v := range want {
 				if last[k] != v {
 					t.Errorf("the fatal record's %s = %v, want %v; record: %v", k, last[k], v, last)
@@ -140,7 +142,7 @@ func TestRunFatalJSON(t *testing.T) {
 			}
 			return last
 		}
-		first := fatal(map[string]any{"level": "fatal", "relation": "public.t", "applier": "s",
+		first := fatal(map[string]any{"level": "fatal", "relation": "public.t", "applier": "s", "operation": "INSERT",
 			"message": "stopped: an error that retrying does not fix"}, "the target table does not exist")
 		if _, ok := first["sqlstate"]; ok {
 			t.Errorf("a missing table (found by walapply, not by a statement) has a sqlstate: %v", first)
@@ -156,3 +158,8 @@ func TestRunFatalJSON(t *testing.T) {
 }
 
 func toString(v any) string { s, _ := v.(string); return s }
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
