@@ -65,13 +65,13 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:
-			s.receipts.message = now
+			s.heard.message = now
 			if err := s.handle(applyCtx, &ev); err != nil {
 				return err
 			}
 		case protocol.EventKeepalive:
-			s.receipts.keepalive = time.Now()
-			s.receipts.message = s.receipts.keepalive
+			s.heard.keepalive = time.Now()
+			s.heard.message = s.heard.keepalive
 			s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd)
 			s.tracker.Received(ev.ServerWALEnd)
 			if ev.ReplyRequested {

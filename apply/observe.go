@@ -158,7 +158,7 @@ func (s *session) observe(flushed protocol.LSN) {
 func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	a := s.applier
 	o := Observation{Progress: s.progress(flushed), Time: now, Stats: &a.Stats,
-		LastMessageAt: s.receipts.message, LastKeepaliveAt: s.receipts.keepalive}
+		LastMessageAt: s.heard.message, LastKeepaliveAt: s.heard.keepalive}
 	if a.stream.dir != nil {
 		o.Spill, o.Spilling = a.stream.dir.Stats(), true
 	}

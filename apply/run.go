@@ -70,12 +70,12 @@ type session struct {
 	origin  string
 	applier *Applier
 	tracker *state.FlushTracker
+	heard   receipts // when the walsender was last heard from (observe.go)
 	decoder *protocol.Decoder
 	origins originTracker // where the last transaction came from (origin_filter.go)
 
 	serverWALEnd protocol.LSN
 	progressed   bool
-	receipts     receipts // when the walsender was last heard from (observe.go)
 }
 
 // runSession connects, replicates until an error or the end of ctx, and
