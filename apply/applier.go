@@ -386,7 +386,7 @@ func (a *Applier) rowMissing(q *queuedStmt, n int, key string) {
 	if q.rows > 1 {
 		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.rows, key)
 	}
-	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.String()).Str("key", key).
+	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.logName()).Str("key", key).
 		Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).
 		Msg("row to change not found on the target; skipped")
 }

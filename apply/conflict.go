@@ -270,7 +270,7 @@ func (a *Applier) conflicted(q *queuedStmt, key string) {
 	if q.conflict == ConflictUpdateMissing || q.conflict == ConflictDeleteMissing {
 		a.Stats.MissingRows.Add(1)
 	}
-	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.String()).
+	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.logName()).
 		Str("key", key).Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).Msg("conflict")
 }
 

@@ -286,7 +286,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
 	}
-	w.c.cfg.Logger.Info().Str("table", t.String()).Int64("rows", rows).Int64("bytes", counter.bytes).
+	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", counter.bytes).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
 	w.c.prog.tableDone(t, rows, counter.rows)
 	return nil

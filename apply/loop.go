@@ -66,10 +66,13 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:
+			s.heard.message = now
 			if err := s.handle(applyCtx, &ev); err != nil {
 				return err
 			}
 		case protocol.EventKeepalive:
+			s.heard.keepalive = time.Now()
+			s.heard.message = s.heard.keepalive
 			s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd)
 			s.tracker.Received(ev.ServerWALEnd)
 			if ev.ReplyRequested {
@@ -224,7 +227,7 @@ func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (
 		lag = time.Since(p.LastCommitAt)
 	}
 	s.cfg.Logger.Info().
-		Stringer("received_lsn", p.Received).Stringer("applied_lsn", p.Applied).Stringer("flushed_lsn", p.Flushed).
+		Stringer("received_lsn", p.Received).Stringer("applied_lsn", p.Applied).Stringer("confirmed_lsn", p.Flushed).
 		Uint64("lag_bytes", lagBytes).Float64("lag_seconds", round1(lag.Seconds())).
 		Float64("txns_per_sec", round1(float64(p.TxnsApplied-lastTxns)/secs)).
 		Float64("rows_per_sec", round1(float64(p.Rows-lastRows)/secs)).
@@ -234,3 +237,7 @@ func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// seconds is a duration for a log field named *_seconds (the log's rule
+// for durations: cmd/walapply/logging.go), to the millisecond.
+func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }

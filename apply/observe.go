@@ -73,7 +73,18 @@ type Observation struct {
 	// streaming is off (no spill directory is open).
 	Spill    state.SpillStats
 	Spilling bool
+	// LastMessageAt is when the session last received a message from the
+	// source's walsender, data or keepalive (pg_stat_subscription's
+	// last_msg_receipt_time); LastKeepaliveAt when it last received a
+	// keepalive. Zero until the first of the session. A data message's
+	// time is the run loop's clock reading before it waited for it: when
+	// the stream was quiet, up to one FeedbackInterval early.
+	LastMessageAt   time.Time
+	LastKeepaliveAt time.Time
 }
+
+// receipts are a session's LastMessageAt and LastKeepaliveAt.
+type receipts struct{ message, keepalive time.Time }
 
 // ConflictStats counts conflicts by kind, named as PostgreSQL 18's
 // subscriber names them in its log and in pg_stat_subscription_stats
@@ -92,6 +103,14 @@ func (c *ConflictStats) Add(kind string) {
 	}
 	c.n[kind]++
 	c.mu.Unlock()
+}
+
+// ConflictKinds are the kinds ConflictStats counts: the four kinds of
+// --on-conflict, and skipped_by_user for a transaction skipped with
+// --skip-lsn (PostgreSQL counts none; walapply records it with the
+// conflicts).
+func ConflictKinds() []string {
+	return []string{ConflictInsertExists, ConflictUpdateExists, ConflictUpdateMissing, ConflictDeleteMissing, skipKindUsed}
 }
 
 // Snapshot returns the counts so far by kind (kinds never seen are absent).
@@ -138,7 +157,8 @@ func (s *session) observe(flushed protocol.LSN) {
 // observation builds the snapshot for observe.
 func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	a := s.applier
-	o := Observation{Progress: s.progress(flushed), Time: now, Stats: &a.Stats}
+	o := Observation{Progress: s.progress(flushed), Time: now, Stats: &a.Stats,
+		LastMessageAt: s.heard.message, LastKeepaliveAt: s.heard.keepalive}
 	if a.stream.dir != nil {
 		o.Spill, o.Spilling = a.stream.dir.Stats(), true
 	}

@@ -38,6 +38,9 @@ func (e *relEntry) String() string {
 	return quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
 }
 
+// logName names the relation in log fields (logRelation).
+func (e *relEntry) logName() string { return logRelation(sourceSchema(e.rel.Namespace), e.rel.Name) }
+
 func sourceSchema(ns string) string {
 	if ns == "" {
 		return "pg_catalog"

@@ -51,7 +51,7 @@ func Run(ctx context.Context, c Config) error {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("transient error; reconnecting")
+		log.Warn().Err(err).Float64("retry_in_seconds", seconds(wait)).Msg("transient error; reconnecting")
 		select {
 		case <-ctx.Done():
 			return nil
@@ -72,6 +72,7 @@ type session struct {
 	facts   *preflightFacts // what the preflight learned (preflight.go)
 	applier *Applier
 	tracker *state.FlushTracker
+	heard   receipts // when the walsender was last heard from (observe.go)
 	decoder *protocol.Decoder
 	origins originTracker // where the last transaction came from (origin_filter.go)
 

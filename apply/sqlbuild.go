@@ -18,6 +18,11 @@ func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 // quoteQualified quotes a schema-qualified name.
 func quoteQualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 
+// logRelation names a relation in a log field ("relation"): schema.name
+// unquoted, as PostgreSQL's own messages do, so that a JSON log holds no
+// escaped quotes (quoteQualified's form is for messages and SQL).
+func logRelation(schema, name string) string { return schema + "." + name }
+
 // matchColumn is a column of a WHERE clause that locates a row.
 type matchColumn struct {
 	Name string // quoted

@@ -145,10 +145,10 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	for _, line := range strings.Split(string(log), "\n") {
 		if strings.Contains(line, "replayed a streamed transaction") {
 			var entry struct {
-				Replay float64 `json:"replay"` // milliseconds
+				Replay float64 `json:"replay_seconds"`
 			}
 			if json.Unmarshal([]byte(line), &entry) == nil {
-				r.replay = time.Duration(entry.Replay * float64(time.Millisecond))
+				r.replay = time.Duration(entry.Replay * float64(time.Second))
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 		return err
 	}
 	a.log.Info().Uint32("xid", m.Xid).Stringer("commit_lsn", m.CommitLSN).Int64("spilled_bytes", size).
-		Int64("spilled_messages", records).Dur("replay", time.Since(start)).Msg("replayed a streamed transaction; its commit is sent")
+		Int64("spilled_messages", records).Float64("replay_seconds", seconds(time.Since(start))).Msg("replayed a streamed transaction; its commit is sent")
 	if err := a.dropSpilled(m.Xid); err != nil {
 		// The file is only garbage now (should the commit fail, the source
 		// sends the transaction again), and the next start removes it.

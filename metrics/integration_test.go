@@ -136,11 +136,12 @@ func TestMetricsOverHTTP(t *testing.T) {
 }
 
 // metricsWatcher scrapes until a condition holds, failing if the applier
-// stops first. There is no time limit of its own: the test's deadline is it.
+// stops first. Without a limit of its own the test's deadline is it.
 type metricsWatcher struct {
-	t   *testing.T
-	url string
-	r   *apply.Runner
+	t     *testing.T
+	url   string
+	r     *apply.Runner
+	limit time.Duration // how long each wait may take; 0: until near the test's deadline
 }
 
 func (m *metricsWatcher) wait(what string, ok func(map[string]float64) bool) map[string]float64 {
@@ -151,6 +152,9 @@ func (m *metricsWatcher) wait(what string, ok func(map[string]float64) bool) map
 	if d, set := m.t.Deadline(); set {
 		giveUp = time.After(time.Until(d) * 9 / 10)
 	}
+	if m.limit > 0 {
+		giveUp = time.After(m.limit)
+	}
 	for {
 		v := metricstest.Scrape(m.t, m.url)
 		if ok(v) {
@@ -160,7 +164,7 @@ func (m *metricsWatcher) wait(what string, ok func(map[string]float64) bool) map
 		case <-m.r.Done():
 			m.t.Fatalf("the applier stopped while waiting for %s: %v; last metrics:\n%v", what, m.r.Err(), walapplyOnly(v))
 		case <-giveUp:
-			m.t.Fatalf("still waiting for %s near the test's deadline; last metrics:\n%v", what, walapplyOnly(v))
+			m.t.Fatalf("still waiting for %s after %v (or near the test's deadline); last metrics:\n%v", what, m.limit, walapplyOnly(v))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

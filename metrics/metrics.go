@@ -19,16 +19,28 @@
 //	walapply_lag_bytes             received - confirmed; 0 when caught up
 //	walapply_lag_seconds           age of the oldest source commit in flight; 0 when caught up
 //	walapply_last_commit_timestamp_seconds  source commit time of the last applied transaction
+//	walapply_last_message_receipt_timestamp_seconds    when the last message (data or keepalive) came from the source
+//	walapply_last_keepalive_receipt_timestamp_seconds  when the last keepalive came from the source
 //	walapply_caught_up             1 when nothing is in flight and everything received is confirmed
 //	walapply_connected             1 while a session replicates
 //	walapply_ready                 what /readyz answers, as 1 or 0
 //	walapply_transactions_total{outcome="applied|skipped"}
+//	walapply_target_commits_total  target transactions committed (group commit folds several source transactions into one)
 //	walapply_rows_total{operation="insert|update|delete"}  row changes applied
+//	walapply_rows_inserted_with_copy_total  of the inserted rows, those sent with COPY instead of INSERT
+//	walapply_missing_rows_total    UPDATEs and DELETEs whose row was not on the target
 //	walapply_truncates_total       TRUNCATE statements applied
-//	walapply_conflicts_total{kind} conflicts, named as PostgreSQL 18 names them (update_missing, delete_missing, ...)
+//	walapply_conflicts_total{kind} conflicts, named as PostgreSQL 18 names them; every kind from the start, at 0
 //	walapply_spill_files, walapply_spill_bytes  spill files of streamed transactions in progress
 //	walapply_reconnects_total      sessions that ended with an error after which walapply reconnected
 //	walapply_errors_total{kind="transient|permanent"}  errors that ended a session
+//	walapply_build_info{version,revision,goversion}     1: which walapply this is
+//	walapply_applier_info{name,slot,publications}       1: what it replicates (Options.Applier)
+//
+// Timestamps are Unix seconds. The receipt times are absent until the
+// first message (keepalive) of the run: an alert on their age, e.g.
+// time() - walapply_last_message_receipt_timestamp_seconds > 300, sees a
+// source that has gone silent, or a loop that has stopped reading.
 //
 // plus the Go runtime and process collectors. Row and transaction counts
 // include work of target transactions that were rolled back after an error
@@ -45,11 +57,13 @@
 package metrics
 
 import (
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/buildinfo"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -64,12 +78,24 @@ type Options struct {
 	ReadyMaxLag time.Duration
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
+	// Applier names what the applier replicates, for
+	// walapply_applier_info; the zero value reports no such series.
+	Applier ApplierInfo
+}
+
+// ApplierInfo is the label set of walapply_applier_info.
+type ApplierInfo struct {
+	Name         string // apply.Config.Name (the slot's name by default)
+	Slot         string
+	Publications []string
 }
 
 // counts are the counters of apply.Stats, read at one moment.
 type counts struct {
 	txnsApplied, txnsSkipped          int64
+	commits                           int64
 	inserts, updates, deletes, truncs int64
+	copiedRows, missingRows           int64
 	conflicts                         map[string]int64
 }
 
@@ -78,8 +104,9 @@ func readStats(s *apply.Stats) counts {
 		return counts{}
 	}
 	return counts{
-		txnsApplied: s.TxnsApplied.Load(), txnsSkipped: s.TxnsSkipped.Load(),
+		txnsApplied: s.TxnsApplied.Load(), txnsSkipped: s.TxnsSkipped.Load(), commits: s.Commits.Load(),
 		inserts: s.Inserts.Load(), updates: s.Updates.Load(), deletes: s.Deletes.Load(), truncs: s.Truncates.Load(),
+		copiedRows: s.CopiedRows.Load(), missingRows: s.MissingRows.Load(),
 		conflicts: s.Conflicts.Snapshot(),
 	}
 }
@@ -87,6 +114,9 @@ func readStats(s *apply.Stats) counts {
 func (c *counts) add(o counts) {
 	c.txnsApplied += o.txnsApplied
 	c.txnsSkipped += o.txnsSkipped
+	c.commits += o.commits
+	c.copiedRows += o.copiedRows
+	c.missingRows += o.missingRows
 	c.inserts += o.inserts
 	c.updates += o.updates
 	c.deletes += o.deletes
@@ -113,6 +143,9 @@ type Collector struct {
 	done      counts            // the counters of earlier sessions
 	reconnect int64
 	errors    map[string]int64 // by kind
+	// the latest receipt times over all sessions
+	lastMessage, lastKeepalive time.Time
+	build                      buildinfo.Info
 }
 
 // New returns a Collector.
@@ -123,7 +156,7 @@ func New(opts Options) *Collector {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Collector{opts: opts, errors: map[string]int64{"transient": 0, "permanent": 0}}
+	return &Collector{opts: opts, errors: map[string]int64{"transient": 0, "permanent": 0}, build: buildinfo.Read()}
 }
 
 var _ apply.Observer = (*Collector)(nil)
@@ -145,6 +178,12 @@ func (c *Collector) Observe(o apply.Observation) {
 		c.stats = o.Stats
 	}
 	c.obs, c.haveObs = o, true
+	if o.LastMessageAt.After(c.lastMessage) {
+		c.lastMessage = o.LastMessageAt
+	}
+	if o.LastKeepaliveAt.After(c.lastKeepalive) {
+		c.lastKeepalive = o.LastKeepaliveAt
+	}
 }
 
 // SessionEnded implements apply.Observer.
@@ -199,32 +238,36 @@ var (
 	descLagBytes   = desc("lag_bytes", "Bytes of source WAL received or reported but not yet confirmed; 0 when caught up.")
 	descLagSeconds = desc("lag_seconds", "Age of the source commit time of the oldest transaction in flight; 0 when caught up.")
 	descLastCommit = desc("last_commit_timestamp_seconds", "Source commit time of the last applied transaction, in Unix seconds.")
+	descLastMsg    = desc("last_message_receipt_timestamp_seconds", "When the last message (data or keepalive) was received from the source's walsender, in Unix seconds.")
+	descLastKeep   = desc("last_keepalive_receipt_timestamp_seconds", "When the last keepalive was received from the source's walsender, in Unix seconds.")
 	descCaughtUp   = desc("caught_up", "1 when no transaction is in flight and everything received is confirmed.")
 	descConnected  = desc("connected", "1 while a replication session is running.")
 	descReady      = desc("ready", "1 when /readyz answers ready.")
 	descTxns       = desc("transactions_total", "Source transactions by outcome: applied, or skipped as applied before a restart.", "outcome")
+	descCommits    = desc("target_commits_total", "Target transactions committed; group commit folds several source transactions into one.")
 	descRows       = desc("rows_total", "Row changes applied, by operation.", "operation")
+	descCopied     = desc("rows_inserted_with_copy_total", "Of the inserted rows, those sent to the target with COPY instead of INSERT.")
+	descMissing    = desc("missing_rows_total", "UPDATEs and DELETEs whose row was not found on the target (logged and skipped).")
 	descTruncates  = desc("truncates_total", "TRUNCATE statements applied.")
 	descConflicts  = desc("conflicts_total", "Conflicts by kind, named as PostgreSQL 18's subscriber names them.", "kind")
 	descSpillFiles = desc("spill_files", "Spill files of streamed transactions in progress.")
 	descSpillBytes = desc("spill_bytes", "Total size of the spill files of streamed transactions in progress.")
 	descReconnects = desc("reconnects_total", "Sessions that ended with an error after which walapply reconnected.")
 	descErrors     = desc("errors_total", "Errors that ended a replication session, by kind (transient: retried; permanent: stops, or retried once without group commit).", "kind")
+	descBuild      = desc("build_info", "1, labelled with the version of walapply, the revision it was built from and the Go version.", "version", "revision", "goversion")
+	descApplier    = desc("applier_info", "1, labelled with the applier's name, its slot and its publications (comma-separated).", "name", "slot", "publications")
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("walapply_"+name, help, labels, nil)
 }
 
-// detectedConflicts are reported from the start, as 0, so that a rate over
-// them exists before the first conflict.
-var detectedConflicts = []string{"update_missing", "delete_missing"}
-
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReceived, descApplied, descConfirmed, descLagBytes, descLagSeconds,
-		descLastCommit, descCaughtUp, descConnected, descReady, descTxns, descRows, descTruncates, descConflicts,
-		descSpillFiles, descSpillBytes, descReconnects, descErrors} {
+		descLastCommit, descLastMsg, descLastKeep, descCaughtUp, descConnected, descReady, descTxns, descCommits,
+		descRows, descCopied, descMissing, descTruncates, descConflicts, descSpillFiles, descSpillBytes,
+		descReconnects, descErrors, descBuild, descApplier} {
 		ch <- d
 	}
 }
@@ -238,6 +281,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	total.add(readStats(c.stats))
 	ready, _ := c.readyLocked()
 	reconnects := c.reconnect
+	lastMsg, lastKeep := c.lastMessage, c.lastKeepalive
 	errs := make(map[string]int64, len(c.errors))
 	for k, v := range c.errors {
 		errs[k] = v
@@ -252,6 +296,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descConnected, b2f(connected))
 	gauge(descReady, b2f(ready))
+	gauge(descBuild, 1, c.build.Version, c.build.Revision, c.build.GoVersion)
+	if a := c.opts.Applier; a.Name != "" || a.Slot != "" {
+		gauge(descApplier, 1, a.Name, a.Slot, strings.Join(a.Publications, ","))
+	}
+	if !lastMsg.IsZero() {
+		gauge(descLastMsg, unixSeconds(lastMsg))
+	}
+	if !lastKeep.IsZero() {
+		gauge(descLastKeep, unixSeconds(lastKeep))
+	}
 	if have {
 		gauge(descReceived, float64(o.Received))
 		gauge(descApplied, float64(o.Applied))
@@ -260,18 +314,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLagSeconds, o.Lag.Seconds())
 		gauge(descCaughtUp, b2f(o.CaughtUp))
 		if !o.LastCommitAt.IsZero() {
-			gauge(descLastCommit, float64(o.LastCommitAt.UnixNano())/1e9)
+			gauge(descLastCommit, unixSeconds(o.LastCommitAt))
 		}
 		gauge(descSpillFiles, float64(o.Spill.Files))
 		gauge(descSpillBytes, float64(o.Spill.Bytes))
 	}
 	counter(descTxns, total.txnsApplied, "applied")
 	counter(descTxns, total.txnsSkipped, "skipped")
+	counter(descCommits, total.commits)
+	counter(descCopied, total.copiedRows)
+	counter(descMissing, total.missingRows)
 	counter(descRows, total.inserts, "insert")
 	counter(descRows, total.updates, "update")
 	counter(descRows, total.deletes, "delete")
 	counter(descTruncates, total.truncs)
-	for _, k := range detectedConflicts {
+	// Every kind from the start, as 0, so that a rate or an increase
+	// over each exists before its first conflict.
+	for _, k := range apply.ConflictKinds() {
 		if _, ok := total.conflicts[k]; !ok {
 			counter(descConflicts, 0, k)
 		}
@@ -284,6 +343,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descErrors, v, k)
 	}
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func b2f(b bool) float64 {
 	if b {

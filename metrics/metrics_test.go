@@ -172,3 +172,41 @@ func serve(t *testing.T, c *metrics.Collector) string {
 	})
 	return fmt.Sprintf("http://%s", s.Addr())
 }
+
+// The receipt times are the latest over sessions: a new session that has
+// received nothing yet does not make them vanish or go back.
+func TestReceiptTimesOverSessions(t *testing.T) {
+	c := metrics.New(metrics.Options{Now: func() time.Time { return t0 }})
+	srv := serve(t, c)
+	got := metricstest.Scrape(t, srv+"/metrics")
+	for _, k := range []string{"walapply_last_message_receipt_timestamp_seconds", "walapply_last_keepalive_receipt_timestamp_seconds", "walapply_applier_info"} {
+		for series := range got {
+			if strings.HasPrefix(series, k) {
+				t.Errorf("%s reported before any message (or without Options.Applier): %v", series, got[series])
+			}
+		}
+	}
+	c.Connected(0)
+	s1 := &apply.Stats{}
+	s1.Commits.Add(3)
+	s1.CopiedRows.Add(100)
+	s1.MissingRows.Add(2)
+	c.Observe(apply.Observation{Time: t0, Stats: s1, LastMessageAt: t0.Add(-time.Second), LastKeepaliveAt: t0.Add(-2 * time.Second)})
+	c.SessionEnded(errors.New("connection reset"), true)
+	c.Connected(0)
+	s2 := &apply.Stats{}
+	s2.Commits.Add(1)
+	c.Observe(apply.Observation{Time: t0, Stats: s2})
+	got = metricstest.Scrape(t, srv+"/metrics")
+	for k, want := range map[string]float64{
+		"walapply_last_message_receipt_timestamp_seconds":   float64(t0.Unix() - 1),
+		"walapply_last_keepalive_receipt_timestamp_seconds": float64(t0.Unix() - 2),
+		"walapply_target_commits_total":                     4,
+		"walapply_rows_inserted_with_copy_total":            100,
+		"walapply_missing_rows_total":                       2,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

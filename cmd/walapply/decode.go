@@ -53,13 +53,8 @@ func decodeMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&f.messages, "messages", false, "include pg_logical_emit_message output")
 	fs.BoolVar(&f.confirm, "confirm", false, "confirm printed transactions to the source, so the slot moves on (default: the slot is left where it is)")
 	fs.StringVar(&f.start, "start", "", "start position X/Y (default: the slot's confirmed_flush_lsn)")
-	if err := parseWithEnv(fs, args); err != nil {
+	if err := parseWithEnv(fs, args, "source", "slot", "publication"); err != nil {
 		return err
-	}
-	for _, req := range [][2]string{{"source", f.source}, {"slot", f.slot}, {"publication", f.publications}} {
-		if strings.TrimSpace(req[1]) == "" {
-			return fmt.Errorf("--%s is required (or set %s)", req[0], envName(req[0]))
-		}
 	}
 	var start protocol.LSN
 	if f.start != "" {

@@ -4,13 +4,16 @@
 //	walapply run     keep a target an exact replica of a source's publications
 //	walapply decode  print the decoded replication stream as JSON lines
 //	walapply demo    replicate between two throwaway local clusters
+//	walapply version print the version, revision and Go version
+//
+// `walapply help` lists every command, `walapply <command> -h` its flags.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -19,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/walapply/walapply/internal/buildinfo"
 	"github.com/walapply/walapply/internal/secret"
 )
 
@@ -44,28 +48,54 @@ const defaultMemoryLimit = 40 << 20
 
 func register(name string, c command) { commands[name] = c }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: walapply <command> [flags]\n\ncommands:\n")
+// usage prints the commands, aligned, and how to learn more.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: walapply <command> [flags]\n\ncommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	rows := [][2]string{}
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		rows = append(rows, [2]string{n, commands[n].summary})
 	}
-	fmt.Fprintf(os.Stderr, "\nrun 'walapply <command> -h' for the flags of a command; every flag can also be\nset with an environment variable WALAPPLY_<FLAG> (dashes as underscores).\n")
+	rows = append(rows, [2]string{"help", "print this help, or with a command's name its flags"},
+		[2]string{"version", "print walapply's version, the revision it was built from and its Go version (also --version)"})
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r[0]))
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
+	}
+	fmt.Fprintf(w, "\nrun 'walapply <command> -h' for the flags of a command; every flag can also be\nset with an environment variable WALAPPLY_<FLAG> (dashes as underscores).\n")
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
+	args := os.Args[1:]
+	if len(args) == 0 {
+		usage(os.Stderr)
 		os.Exit(2)
 	}
-	c, ok := commands[os.Args[1]]
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(os.Stdout)
+		os.Exit(0)
+	case "help":
+		if len(args) == 1 {
+			usage(os.Stdout)
+			os.Exit(0)
+		}
+		args = []string{args[1], "-h"} // walapply help run: walapply run -h
+	case "version", "-version", "--version":
+		fmt.Println(buildinfo.Read())
+		os.Exit(0)
+	}
+	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "walapply: unknown command %q\n\n", os.Args[1])
-		usage()
+		fmt.Fprintf(os.Stderr, "walapply: unknown command %q\n\n", args[0])
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	// Memory: walapply's working set is bounded by design (batches, groups
@@ -76,16 +106,32 @@ func main() {
 	}
 	// SIGINT/SIGTERM cancel the context: every command stops at a clean point.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	printed = secret.New(givenStrings(os.Args[2:])...)
-	err := c.run(ctx, os.Args[2:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "walapply %s: %s\n", os.Args[1], printed.Scrub(err.Error()))
-		os.Exit(1)
+	printed = secret.New(givenStrings(args[1:])...)
+	code := exitCode(os.Stdout, os.Stderr, args[0], c.run(ctx, args[1:]))
+	stop()
+	os.Exit(code)
+}
+
+// exitCode prints how command name ended and returns the exit status: 0
+// for success and help, 2 for a usage error, 1 for anything else.
+func exitCode(stdout, stderr io.Writer, name string, err error) int {
+	var help *helpRequest
+	var usageErr *usageError
+	var logged *loggedError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		io.WriteString(stdout, help.text)
+		return 0
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "walapply %s: %s\nrun 'walapply %s -h' for its flags\n", name, printed.Scrub(usageErr.msg), name)
+		return 2
+	case errors.As(err, &logged):
+		return 1 // the log has it already, as its last record
 	}
+	fmt.Fprintf(stderr, "walapply %s: %s\n", name, printed.Scrub(err.Error()))
+	return 1
 }
 
 // givenStrings returns what may be a connection string among the
@@ -104,45 +150,4 @@ func givenStrings(args []string) []string {
 		}
 	}
 	return out
-}
-
-// newFlagSet returns a FlagSet for a command whose flags all have an
-// environment fallback: flag "spill-dir" reads WALAPPLY_SPILL_DIR.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("walapply "+name, flag.ContinueOnError)
-	if printed != nil {
-		fs.SetOutput(printed.Writer(os.Stderr))
-	}
-	return fs
-}
-
-// parseWithEnv parses args after applying environment defaults to every
-// flag that the command line does not set.
-func parseWithEnv(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
-		}
-		env := envName(f.Name)
-		if v, ok := os.LookupEnv(env); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("environment variable %s: %w", env, e)
-			}
-		}
-	})
-	return err
-}
-
-// envName maps a flag name to its environment variable.
-func envName(flagName string) string {
-	return "WALAPPLY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }

@@ -70,25 +70,26 @@ func runCmd(ctx context.Context, args []string) error {
 	fs := newFlagSet("run")
 	var f runFlags
 	f.register(fs)
-	if err := parseWithEnv(fs, args); err != nil {
+	if err := parseWithEnv(fs, args, "source", "target", "slot", "publication"); err != nil {
 		return err
 	}
 	log, err := newLogger(os.Stderr, f.logFormat, f.logLevel)
 	if err != nil {
-		return err
+		return &usageError{msg: err.Error()}
 	}
+	log = log.With().Str("applier", applierName(&f.cfg)).Logger() // on every line
 	f.cfg.Logger = log
 	f.cfg.Publications = splitList(f.publications)
 	if f.cfg.Conflicts, err = apply.ParseConflictPolicies(f.onConflict); err != nil {
-		return err
+		return &usageError{msg: "--on-conflict: " + err.Error()}
 	}
 	if f.skipLSN != "" {
 		if f.cfg.SkipLSN, err = protocol.ParseLSN(f.skipLSN); err != nil {
-			return fmt.Errorf("--skip-lsn: %w", err)
+			return &usageError{msg: "--skip-lsn: " + err.Error()}
 		}
 	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
-		return err
+		return &usageError{msg: "--gid-mode: " + err.Error()}
 	}
 	if f.cfg.ProgressInterval == 0 {
 		f.cfg.ProgressInterval = -1
@@ -110,8 +111,20 @@ func runCmd(ctx context.Context, args []string) error {
 	err = apply.Run(ctx, f.cfg)
 	if err == nil {
 		log.Info().Msg("stopped")
+		return nil
+	}
+	if console, _ := logsConsole(os.Stderr, f.logFormat); !console {
+		return logFatal(log, err)
 	}
 	return err
+}
+
+// applierName is the applier's name as apply.Config.Name defaults it.
+func applierName(c *apply.Config) string {
+	if c.Name == "" {
+		return c.Slot
+	}
+	return c.Name
 }
 
 // startCPUProfile profiles the process into path until the returned

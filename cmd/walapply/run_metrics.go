@@ -18,13 +18,14 @@ var metricsListening = func(net.Addr) {}
 // probes on addr for the applier configured by cfg, whose Observer it
 // sets. stop shuts the server down.
 func startMetrics(addr string, readyMaxLag time.Duration, cfg *apply.Config, log zerolog.Logger) (stop func(), err error) {
-	c := metrics.New(metrics.Options{ReadyMaxLag: readyMaxLag})
+	c := metrics.New(metrics.Options{ReadyMaxLag: readyMaxLag,
+		Applier: metrics.ApplierInfo{Name: applierName(cfg), Slot: cfg.Slot, Publications: cfg.Publications}})
 	srv, err := metrics.Listen(addr, c)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Observer = c
-	log.Info().Stringer("metrics_addr", srv.Addr()).Dur("ready_max_lag", readyMaxLag).
+	log.Info().Stringer("metrics_addr", srv.Addr()).Float64("ready_max_lag_seconds", readyMaxLag.Seconds()).
 		Msg("serving /metrics, /healthz and /readyz")
 	metricsListening(srv.Addr())
 	return func() {

@@ -30,13 +30,10 @@ func sequencesMain(ctx context.Context, args []string, out io.Writer) error {
 			"Sets each selected sequence on the target to the source's current value, so that the\n"+
 			"target's next value is the one the source would give out next. Run it for the cut-over,\n"+
 			"after writes on the source have stopped and the applier has caught up.\n\n")
-		fs.PrintDefaults()
+		writeFlags(fs.Output(), fs)
 	}
-	if err := parseWithEnv(fs, args); err != nil {
+	if err := parseWithEnv(fs, args, "source", "target"); err != nil {
 		return err
-	}
-	if o.Source == "" || o.Target == "" {
-		return fmt.Errorf("--source and --target are required (or WALAPPLY_SOURCE and WALAPPLY_TARGET)")
 	}
 	o.Publications, o.Schemas = splitList(pubs), splitList(schemas)
 	set, err := apply.SyncSequences(ctx, o)

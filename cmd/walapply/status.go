@@ -40,16 +40,13 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("status")
 	fs.SetOutput(stderr)
 	var f statusFlags
-	fs.StringVar(&f.target, "target", "", "target connection string (required)")
+	fs.StringVar(&f.target, "target", "", "target connection string")
 	fs.StringVar(&f.source, "source", "", "source connection string: adds the slot's lag (optional)")
 	fs.StringVar(&f.name, "name", "", "the applier to show (default: every applier recorded on the target)")
 	fs.StringVar(&f.spillDir, "spill-dir", "", "the applier's spill directory, to list the spill files in it (optional)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
-	if err := parseWithEnv(fs, args); err != nil {
+	if err := parseWithEnv(fs, args, "target"); err != nil {
 		return err
-	}
-	if strings.TrimSpace(f.target) == "" {
-		return fmt.Errorf("--target is required (or set %s)", envName("target"))
 	}
 	rep, err := gatherStatus(ctx, f)
 	if err != nil {
