@@ -148,6 +148,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "sequences without flags", args: []string{"sequences", "--publication", "p"}, code: 2,
 			stderr: "--source and --target are required (or set WALAPPLY_SOURCE and WALAPPLY_TARGET)"},
 		{name: "status without flags", args: []string{"status"}, code: 2, stderr: "--target is required (or set WALAPPLY_TARGET)"},
+		{name: "drop without flags", args: []string{"drop"}, code: 2, stderr: "--target and --name are required (or set WALAPPLY_TARGET and WALAPPLY_NAME)"},
 		{name: "blank required flag", args: []string{"status", "--target", " "}, code: 2, stderr: "--target is required"},
 		{name: "integer in the environment", env: []string{"WALAPPLY_COPY_WORKERS=x"}, args: conn, code: 2,
 			stderr: `walapply run: WALAPPLY_COPY_WORKERS="x": want an integer` + "\n"},

@@ -27,19 +27,13 @@ func dropMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("drop")
 	fs.SetOutput(stderr)
 	var dc apply.DropConfig
-	fs.StringVar(&dc.Target, "target", "", "target connection string (required)")
-	fs.StringVar(&dc.Name, "name", "", "the applier to drop (required)")
+	fs.StringVar(&dc.Target, "target", "", "target connection string")
+	fs.StringVar(&dc.Name, "name", "", "the applier to drop")
 	fs.StringVar(&dc.Source, "source", "", "source connection string, to drop the applier's slot there (without it the slot is left, and drop says how to drop it)")
 	fs.BoolVar(&dc.KeepSlot, "keep-slot", false, "leave the applier's slot on the source")
 	fs.StringVar(&dc.SpillDir, "spill-dir", "", "the applier's spill directory, if run was given one (default: run's default for --name and this target)")
-	if err := parseWithEnv(fs, args); err != nil {
+	if err := parseWithEnv(fs, args, "target", "name"); err != nil {
 		return err
-	}
-	if strings.TrimSpace(dc.Target) == "" {
-		return fmt.Errorf("--target is required (or set %s)", envName("target"))
-	}
-	if dc.Name == "" {
-		return fmt.Errorf("--name is required (or set %s)", envName("name"))
 	}
 	rep, err := apply.Drop(ctx, dc)
 	if rep != nil {
