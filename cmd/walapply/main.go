@@ -4,6 +4,7 @@
 //	walapply run     keep a target an exact replica of a source's publications
 //	walapply decode  print the decoded replication stream as JSON lines
 //	walapply demo    replicate between two throwaway local clusters
+//	walapply compare compare the published tables on the source and the target
 package main
 
 import (
@@ -84,9 +85,23 @@ func main() {
 			os.Exit(2)
 		}
 		fmt.Fprintf(os.Stderr, "walapply %s: %s\n", os.Args[1], printed.Scrub(err.Error()))
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
+
+// exitError is an error with its own exit status (e.g. compare's 2 for
+// "could not compare" against 1 for "differs").
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 // givenStrings returns what may be a connection string among the
 // arguments (each, and the value of each --flag=value) and the WALAPPLY_*
