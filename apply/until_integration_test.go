@@ -19,8 +19,9 @@ import (
 )
 
 // untilSetup makes table t published as pub with slot "u" created before
-// n single-row transactions (ids 1..n), and returns each transaction's
-// commit LSN, read from a second pgoutput slot.
+// n small transactions, and returns each one's commit LSN, read from a
+// second pgoutput slot. Transaction i inserts row i and updates row i-1,
+// so that the target as of a transaction is exactly untilRows.
 func untilSetup(h *harness, n int) []protocol.LSN {
 	h.t.Helper()
 	h.both("CREATE TABLE t (id int PRIMARY KEY, v text)")
@@ -29,7 +30,7 @@ func untilSetup(h *harness, n int) []protocol.LSN {
 	h.createSlot("peek")
 	var sqls []string
 	for i := 1; i <= n; i++ {
-		sqls = append(sqls, fmt.Sprintf("INSERT INTO t VALUES (%d, 'v%d')", i, i))
+		sqls = append(sqls, fmt.Sprintf("INSERT INTO t VALUES (%d, 'v%d'); UPDATE t SET v = 'u' WHERE id = %d", i, i, i-1))
 	}
 	h.source(sqls...)
 	conn, err := h.pair.Source.Connect(h.ctx, "postgres")
@@ -58,13 +59,18 @@ func untilSetup(h *harness, n int) []protocol.LSN {
 	return lsns
 }
 
-func ids(from, to int) []string {
+// untilRows is table t after the first k transactions of untilSetup, as
+// untilQuery reads it.
+func untilRows(k int) []string {
 	var out []string
-	for i := from; i <= to; i++ {
-		out = append(out, strconv.Itoa(i))
+	for i := 1; i < k; i++ {
+		out = append(out, strconv.Itoa(i)+" u")
 	}
-	return out
+	return append(out, fmt.Sprintf("%d v%d", k, k))
 }
+
+const untilQuery = "SELECT id || ' ' || v FROM t"
+
 
 // --until LSN with group commit and a backlog of small transactions
 // around it: exactly the transactions that commit at or before it are
@@ -84,7 +90,7 @@ func TestUntilLSN(t *testing.T) {
 		if err := apply.Run(ctx, cfg); err != nil || ctx.Err() != nil {
 			t.Fatalf("run --until %s: %v, %v", cfg.Until, err, ctx.Err())
 		}
-		h.expect("SELECT id::text FROM t", ids(1, k)...)
+		h.expect(untilQuery, untilRows(k)...)
 		if len(reached) != 1 || reached[0].Until != lsns[k-1] || reached[0].Applied <= lsns[k-1] || reached[0].Applied > lsns[k] {
 			t.Errorf("reached %+v; want until %s, applied just past it (before %s)", reached, lsns[k-1], lsns[k])
 		}
@@ -97,7 +103,7 @@ func TestUntilLSN(t *testing.T) {
 		if err := apply.Run(ctx, cfg); err != nil || ctx.Err() != nil {
 			t.Fatalf("run --until %s: %v, %v", cfg.Until, err, ctx.Err())
 		}
-		h.expect("SELECT id::text FROM t", ids(1, k2)...)
+		h.expect(untilQuery, untilRows(k2)...)
 		if len(reached) != 1 || reached[0].Until != lsns[k2]-1 {
 			t.Errorf("reached %+v; want until %s", reached, lsns[k2]-1)
 		}
@@ -110,7 +116,7 @@ func TestUntilLSN(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		h.expect("SELECT id::text FROM t", ids(1, 80)...)
+		h.expect(untilQuery, untilRows(80)...)
 		h.expect("SELECT coalesce(until_lsn::text, 'none') || ' ' || (until_reached_at IS NOT NULL) FROM walapply.appliers", "none false")
 	})
 }
@@ -137,7 +143,7 @@ func TestUntilNowCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run --until now on an idle source: %v\n%s", err, stderr.String())
 		}
-		h.expect("SELECT id::text FROM t", ids(1, 20)...)
+		h.expect(untilQuery, untilRows(20)...)
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 		last := lines[len(lines)-1]
 		if !strings.HasPrefix(last, "reached ") || !strings.Contains(stderr.String(), "reached the --until position") {
@@ -151,11 +157,11 @@ func TestUntilNowCommand(t *testing.T) {
 		t.Logf("stdout: %s\nstatus:\n%s", last, out)
 
 		// SIGUSR1: "until now" for a running applier.
-		h.source("INSERT INTO t VALUES (21, 'v21')")
+		h.source("INSERT INTO t VALUES (21, 'u')")
 		p := &childProcess{t: t, args: append([]string{bin}, args...), out: &stderr}
 		p.start()
 		h.waitCaughtUp("u", time.Minute)
-		h.source("INSERT INTO t VALUES (22, 'v22')")
+		h.source("INSERT INTO t VALUES (22, 'u')")
 		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
@@ -169,6 +175,6 @@ func TestUntilNowCommand(t *testing.T) {
 			p.kill()
 			t.Fatal("walapply run did not stop within a minute of SIGUSR1")
 		}
-		h.expect("SELECT id::text FROM t", ids(1, 22)...)
+		h.expect(untilQuery, append(untilRows(20), "21 u", "22 u")...)
 	})
 }
