@@ -71,7 +71,6 @@ func untilRows(k int) []string {
 
 const untilQuery = "SELECT id || ' ' || v FROM t"
 
-
 // --until LSN with group commit and a backlog of small transactions
 // around it: exactly the transactions that commit at or before it are
 // applied (the one whose commit LSN it is included), the run stops by
