@@ -168,6 +168,13 @@ func (s *session) untilWaiting() bool {
 // confirms the position to the source.
 func (s *session) stopAtUntil(ctx context.Context) error {
 	cfg := s.cfg
+	if applied, _ := s.applier.Applied(); !s.progressed && applied > cfg.Until {
+		// Nothing applied in this session, and the target was already
+		// past the position: an initial copy whose snapshot is later, or
+		// an earlier run that went further.
+		cfg.Logger.Warn().Stringer("until_lsn", cfg.Until).Stringer("applied_lsn", applied).
+			Msg("the target already held source changes past the --until position when this session started; it cannot go back")
+	}
 	if err := s.flushGroup(ctx); err != nil {
 		return err
 	}
