@@ -177,3 +177,36 @@ func TestUntilNowCommand(t *testing.T) {
 		h.expect(untilQuery, append(untilRows(20), "21 u", "22 u")...)
 	})
 }
+
+// A large transaction streamed in progress (logical_decoding_work_mem)
+// that commits after --until is not applied, whether the stop comes in
+// the middle of its stream or at its commit; the next run applies it.
+func TestUntilStreamed(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
+		h.both("CREATE TABLE t (id int PRIMARY KEY, v text)")
+		h.source("CREATE PUBLICATION pub FOR TABLE t")
+		h.createSlot("u")
+		h.source("INSERT INTO t VALUES (1, 'before')")
+		until, err := protocol.ParseLSN(h.rows(h.pair.Source, "SELECT pg_current_wal_lsn()::text")[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.source("INSERT INTO t SELECT i, repeat('x', 200) FROM generate_series(2, 3000) i")
+		cfg := h.config("u", "pub")
+		cfg.Until = until
+		ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		defer cancel()
+		if err := apply.Run(ctx, cfg); err != nil || ctx.Err() != nil {
+			t.Fatalf("run --until %s: %v, %v", until, err, ctx.Err())
+		}
+		h.expect("SELECT id || ' ' || v FROM t", "1 before")
+		cfg.Until = 0
+		stop := h.runApplier(cfg)
+		h.waitCaughtUp("u", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		h.expect("SELECT count(*)::text FROM t", "3000")
+	})
+}
