@@ -84,6 +84,17 @@ type Config struct {
 	// progress, ignored with a warning once used or passed (skip.go).
 	SkipLSN protocol.LSN
 
+	// Until stops the run once every source transaction that commits at
+	// or before it is applied and durable on the target, without applying
+	// any after it (until.go); Run then returns nil. UntilNow sets it to
+	// the source's current LSN when the run starts; each value received on
+	// UntilNowRequests does the same while it runs (the earlier position
+	// wins). OnUntilReached, if set, is called with where the run stopped.
+	Until            protocol.LSN
+	UntilNow         bool
+	UntilNowRequests <-chan struct{}
+	OnUntilReached   func(UntilReached)
+
 	// NoCompaction turns off net-effect compaction within groups
 	// (compact.go): every source change becomes its own statement.
 	NoCompaction bool

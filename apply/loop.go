@@ -34,6 +34,12 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			return nil
 		}
+		if err := s.pollUntilNow(applyCtx); err != nil { // until.go
+			return err
+		}
+		if s.untilReached() {
+			return s.stopAtUntil(applyCtx)
+		}
 		now := time.Now()
 		if !now.Before(nextFeedback) {
 			if err := s.feedback(applyCtx, false); err != nil {
@@ -108,6 +114,10 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	if err != nil {
 		return &PermanentError{fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
 	}
+	if s.pastUntil(msg) { // until.go: not applied; the loop stops
+		s.untilPassed = true
+		return nil
+	}
 	s.applier.stream.raw = ev.Data // spilled as received (stream.go)
 	e, err := s.applier.Handle(ctx, msg)
 	if err != nil {
@@ -178,7 +188,7 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 	if err != nil {
 		return err
 	}
-	err = s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
+	err = s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, s.untilWaiting()) })
 	s.keeper.sent(w, f, a)
 	if err != nil {
 		return fmt.Errorf("sending feedback to the source: %w", err)

@@ -81,6 +81,9 @@ type session struct {
 	// confirmed is the furthest position the source may have been told
 	// is flushed, as recorded on the target (identity.go).
 	confirmed protocol.LSN
+	// untilPassed: a transaction committing after Config.Until arrived
+	// (until.go).
+	untilPassed bool
 }
 
 // runSession connects, replicates until an error or the end of ctx, and
@@ -196,6 +199,9 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
+		return err
+	}
+	if err := s.resolveUntil(ctx); err != nil { // until.go
 		return err
 	}
 	if err := s.initialCopy(ctx); err != nil { // copy.go: --copy creates the slot

@@ -4,6 +4,7 @@
 //	walapply run     keep a target an exact replica of a source's publications
 //	walapply decode  print the decoded replication stream as JSON lines
 //	walapply demo    replicate between two throwaway local clusters
+//	walapply compare compare the published tables on the source and the target
 //	walapply version print the version, revision and Go version
 //
 // `walapply help` lists every command, `walapply <command> -h` its flags.
@@ -131,8 +132,22 @@ func exitCode(stdout, stderr io.Writer, name string, err error) int {
 		return 1 // the log has it already, as its last record
 	}
 	fmt.Fprintf(stderr, "walapply %s: %s\n", name, printed.Scrub(err.Error()))
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	return 1
 }
+
+// exitError is an error with its own exit status (e.g. compare's 2 for
+// "could not compare" against 1 for "differs").
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 // givenStrings returns what may be a connection string among the
 // arguments (each, and the value of each --flag=value) and the WALAPPLY_*

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/walapply/walapply/apply"
@@ -29,6 +31,7 @@ type runFlags struct {
 	readyMaxLag  time.Duration
 	gidMode      string
 	cpuProfile   string
+	until        string
 }
 
 func (f *runFlags) register(fs interface {
@@ -57,6 +60,7 @@ func (f *runFlags) register(fs interface {
 	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
 	fs.StringVar(&f.onConflict, "on-conflict", "", "conflict policies, kind=policy[,...]: kinds insert_exists, update_exists, update_missing, delete_missing; policies error, skip, apply (default: insert_exists=error,update_exists=error,update_missing=skip,delete_missing=skip)")
 	fs.StringVar(&f.skipLSN, "skip-lsn", "", "skip the source transaction with this commit LSN (as named by an error), like ALTER SUBSCRIPTION ... SKIP")
+	fs.StringVar(&f.until, "until", "", "stop once every source transaction committed at or before this LSN is applied and durable, apply none after it, and exit 0 printing the position (\"now\": the source's current LSN when the run starts; SIGUSR1 asks a running applier for the same); for the cut-over, see docs/MIGRATION.md")
 	fs.BoolVar(&c.NoGroupCommit, "no-group-commit", false, "apply every source transaction in a target transaction of its own")
 	fs.BoolVar(&c.NoCompaction, "no-compaction", false, "apply every source change as a statement of its own (no net-effect compaction within groups)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), json or console")
@@ -88,6 +92,9 @@ func runCmd(ctx context.Context, args []string) error {
 			return &usageError{msg: "--skip-lsn: " + err.Error()}
 		}
 	}
+	if err := f.setUntil(ctx); err != nil {
+		return err
+	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
 		return &usageError{msg: "--gid-mode: " + err.Error()}
 	}
@@ -108,9 +115,15 @@ func runCmd(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
+	var reached *apply.UntilReached
+	f.cfg.OnUntilReached = func(r apply.UntilReached) { reached = &r }
 	err = apply.Run(ctx, f.cfg)
 	if err == nil {
 		log.Info().Msg("stopped")
+		if reached != nil {
+			// The last line on stdout, for a cut-over script to read.
+			fmt.Printf("reached %s: every source transaction committed at or before it is applied (target origin at %s)\n", reached.Until, reached.Applied)
+		}
 		return nil
 	}
 	if console, _ := logsConsole(os.Stderr, f.logFormat); !console {
@@ -153,4 +166,42 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// setUntil reads --until, and makes SIGUSR1 an "until now" request (for
+// an applier started without --until, or to stop earlier than it says).
+func (f *runFlags) setUntil(ctx context.Context) error {
+	switch f.until {
+	case "":
+	case "now":
+		f.cfg.UntilNow = true
+	default:
+		lsn, err := protocol.ParseLSN(f.until)
+		if err != nil {
+			return fmt.Errorf("--until: %w (an LSN such as 0/3000148, or now)", err)
+		}
+		if lsn == 0 {
+			return fmt.Errorf("--until: 0/0 is no position; give an LSN such as 0/3000148, or now")
+		}
+		f.cfg.Until = lsn
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	requests := make(chan struct{}, 1)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				select {
+				case requests <- struct{}{}:
+				default: // one already waiting
+				}
+			}
+		}
+	}()
+	f.cfg.UntilNowRequests = requests
+	return nil
 }

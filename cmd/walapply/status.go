@@ -81,6 +81,7 @@ type applierStatus struct {
 	Sessions []sessionStatus  `json:"target_sessions"`
 	Prepared []preparedStatus `json:"prepared_transactions"`
 	Copy     *copyStatus      `json:"initial_copy,omitempty"` // nil: no initial copy was made
+	Until    *untilStatus     `json:"until,omitempty"`        // nil: the latest start had no --until
 	Source   *sourceStatus    `json:"source,omitempty"`
 }
 
@@ -319,7 +320,33 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 			a.Prepared = append(a.Prepared, p)
 		}
 	}
+	if err := readUntilState(ctx, conn, a); err != nil {
+		return err
+	}
 	return readCopyState(ctx, conn, a)
+}
+
+// untilStatus is the stop position of an applier's latest start with
+// --until, and whether it got there.
+type untilStatus struct {
+	LSN       string     `json:"lsn"`
+	ReachedAt *time.Time `json:"reached_at,omitempty"` // nil: not reached (still running, or stopped before)
+}
+
+// readUntilState reads walapply.appliers' until columns (migration 8; a
+// target migrated by an older walapply has none).
+func readUntilState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
+	var lsn *string
+	var at *time.Time
+	err := conn.QueryRow(ctx, `SELECT to_jsonb(a)->>'until_lsn', (to_jsonb(a)->>'until_reached_at')::timestamptz
+		FROM walapply.appliers a WHERE name = $1`, a.Name).Scan(&lsn, &at)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("reading applier %q's --until position on the target: %w", a.Name, err)
+	}
+	if lsn != nil {
+		a.Until = &untilStatus{LSN: *lsn, ReachedAt: at}
+	}
+	return nil
 }
 
 // copyStatus is how far an applier's initial copy (walapply run --copy) got.

@@ -44,6 +44,13 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 			line("running", "yes: %s", strings.Join(parts, ", "))
 		}
 		writeSourceText(line, a.Source)
+		switch u := a.Until; {
+		case u == nil:
+		case u.ReachedAt != nil:
+			line("until", "reached %s at %s: stopped with every source transaction committed at or before it applied", u.LSN, u.ReachedAt.UTC().Format(time.DateTime))
+		default:
+			line("until", "%s, not reached yet", u.LSN)
+		}
 		switch c := a.Copy; {
 		case c == nil:
 			line("initial copy", "none made (the target was filled otherwise)")
