@@ -1,0 +1,139 @@
+package apply_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/testenv"
+)
+
+// refreshSchema creates the tables of the refresh tests: t_old published
+// from the start, t_first, t_new and t_late published later, 100 rows
+// each on the source; the target has them all, empty.
+func (h *harness) refreshSchema() {
+	h.t.Helper()
+	for _, t := range []string{"t_old", "t_new", "t_late", "t_first"} {
+		h.both(fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v int NOT NULL, note text)`, t))
+		h.source(fmt.Sprintf(`INSERT INTO %s SELECT g, g, 'before' FROM generate_series(1, 100) g`, t))
+	}
+	h.source(`CREATE PUBLICATION p FOR TABLE t_old`)
+}
+
+// refreshStep writes to every table of refreshSchema in one transaction:
+// updates of the first 100 rows (which only a copy brings), inserts and a
+// delete, published or not.
+func refreshStep(ctx context.Context, tx pgx.Tx, i int) error {
+	for _, t := range []string{"t_old", "t_new", "t_late"} {
+		for _, s := range []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE ` + t + ` SET v = v + 1, note = 'updated' WHERE id = $1`, []any{i%100 + 1}},
+			{`INSERT INTO ` + t + ` VALUES ($1, $1, 'inserted')`, []any{1000 + i}},
+			{`DELETE FROM ` + t + ` WHERE id = $1`, []any{1000 + i - 3}},
+		} {
+			if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
+				return fmt.Errorf("%s: %w", s.sql, err)
+			}
+		}
+	}
+	return nil
+}
+
+// TestRefreshAddTable: tables added to the publication of an applier made
+// with --copy are copied in a snapshot of their own, also while the
+// source writes to them and to the other tables: a table added while the
+// applier streams (found at its first Relation message), and one added
+// while it is stopped (found at the start). Every row arrives once, and
+// updates of rows only the copy brought apply (no update_missing); a table
+// added in the transaction that writes to it, with nothing after. A table
+// removed from the publication keeps its rows and gets no later changes.
+func TestRefreshAddTable(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
+		h.refreshSchema()
+		cfg, logs := h.streamConfig("rslot", "", "p")
+		cfg.CreateSlot, cfg.Copy = false, true
+		stop := h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, `"message":"replicating"`) // past the start's refresh
+
+		// Added and written in one transaction, and then nothing: that
+		// transaction, whose only change the copy holds, must still move
+		// the origin (a commit that writes nothing does not).
+		h.source(`ALTER PUBLICATION p ADD TABLE t_first; UPDATE t_first SET note = 'with the add' WHERE id = 1`)
+		h.waitCaughtUp("rslot", time.Minute)
+		h.compare(tableRows("t_first", ""))
+
+		w := h.startCopyWriter(refreshStep)
+		if err := w.waitMore(20); err != nil {
+			t.Fatal(err)
+		}
+
+		// Added while the applier streams, under writes.
+		h.source(`ALTER PUBLICATION p ADD TABLE t_new`)
+		if err := w.waitMore(40); err != nil {
+			t.Fatal(err)
+		}
+		h.waitLog(logs, time.Minute, "copied table", "t_new")
+		h.waitLog(logs, time.Second, "newly published table(s) in the stream", "t_new")
+		if err := w.waitMore(20); err != nil {
+			t.Fatal(err)
+		}
+
+		// Added while the applier is stopped, under writes.
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		h.source(`ALTER PUBLICATION p ADD TABLE t_late`)
+		if err := w.waitMore(30); err != nil {
+			t.Fatal(err)
+		}
+		stop = h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, "copied table", "t_late")
+		if err := w.waitMore(20); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		h.waitCaughtUp("rslot", time.Minute)
+		n := 0
+		for _, tb := range []string{"t_old", "t_new", "t_late"} {
+			n += h.compare(tableRows(tb, ""))
+		}
+
+		// Removed: its rows stay, later changes do not come; the next
+		// start records it as no longer published.
+		h.source(`ALTER PUBLICATION p DROP TABLE t_old`, `UPDATE t_old SET note = 'after the drop'`, `INSERT INTO t_new VALUES (-1, -1, 'after the drop')`)
+		h.waitCaughtUp("rslot", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		stop = h.runApplier(cfg)
+		h.source(`UPDATE t_old SET note = 'after the restart'`, `INSERT INTO t_new VALUES (-2, -2, 'after the restart')`)
+		h.waitCaughtUp("rslot", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		h.compare(tableRows("t_new", ""))
+		h.expect(`SELECT count(*)::text FROM t_old WHERE note LIKE 'after the %'`, "0")
+		if got := h.scalar(false, `SELECT count(*)::text FROM t_old`); got == "0" {
+			t.Errorf("t_old's rows on the target are gone")
+		}
+		if c := logs.count("update_missing") + logs.count("delete_missing"); c != 0 {
+			t.Errorf("%d changes found no row on the target, want 0", c)
+		}
+		h.expect(`SELECT s.table_name || ' ' || s.status || ' ' || s.published || ' ' || (s.copy_lsn > c.consistent_point)
+			FROM walapply.copy_state s JOIN walapply.copies c USING (applier)`,
+			"t_old done false false", "t_first done true true", "t_new done true true", "t_late done true true")
+		if got := h.rows(h.pair.Source, `SELECT slot_name::text FROM pg_replication_slots`); len(got) != 1 || got[0] != "rslot" {
+			t.Errorf("slots on the source: %q, want only rslot", got)
+		}
+		t.Logf("PostgreSQL %d: two tables added under %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
+	})
+}
