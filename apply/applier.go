@@ -60,13 +60,14 @@ type Applier struct {
 	outcome Outcome
 	stream  streamState   // streamed transactions (stream.go)
 	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
+	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
+	tp      twoPhaseState // two-phase transactions (prepare.go)
+	Stats   Stats
+
 	// filteredOut: the copy filter skipped a change of the open target
 	// transaction, which may then hold no write of its own; commit makes
 	// it write, since a commit without an xid does not advance the origin.
 	filteredOut bool
-	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
-	tp      twoPhaseState // two-phase transactions (prepare.go)
-	Stats   Stats
 
 	// group commit (group.go) and net-effect compaction (compact.go)
 	net            *compactor
