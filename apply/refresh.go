@@ -259,7 +259,50 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	for _, n := range removed {
 		w.known[n] = true
 	}
+	parts, err := partitionsOf(ctx, src, tables, version)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range parts {
+		w.known[n] = true
+	}
 	return w, nil
+}
+
+// partitionsOf lists the partitions of the published partitioned tables.
+// A partitioned table published through its root (publish_via_partition_root)
+// has its changes sent as the root's, but pgoutput also sends a Relation
+// message for the partition each change was made in: that is no news.
+func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*copyTable, version int) ([]relName, error) {
+	var roots []relName
+	for _, t := range tables {
+		if t.partitioned {
+			roots = append(roots, t.relName)
+		}
+	}
+	if len(roots) == 0 || version < 130000 { // publish_via_partition_root is 13+
+		return nil, nil
+	}
+	schemas, names := splitNames(roots)
+	rows, err := src.Query(ctx, `SELECT pn.nspname::text, pc.relname::text
+		FROM unnest($1::text[], $2::text[]) t(s, n)
+		JOIN pg_catalog.pg_namespace rn ON rn.nspname = t.s
+		JOIN pg_catalog.pg_class rc ON rc.relnamespace = rn.oid AND rc.relname = t.n
+		CROSS JOIN LATERAL pg_catalog.pg_partition_tree(rc.oid) pt
+		JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid
+		JOIN pg_catalog.pg_namespace pn ON pn.oid = pc.relnamespace
+		WHERE pt.relid <> rc.oid`, schemas, names)
+	if err != nil {
+		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
+		var n relName
+		return n, r.Scan(&n.schema, &n.name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
+	}
+	return parts, nil
 }
 
 // stateFor is the state a newly found published table is recorded in.

@@ -137,3 +137,63 @@ func TestRefreshAddTable(t *testing.T) {
 		t.Logf("PostgreSQL %d: two tables added under %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
 	})
 }
+
+// TestRefreshCopyKilled kills walapply with SIGKILL in the middle of
+// copying a table added to the publication, while the source writes to it
+// and to the other table, and starts it again: the table is copied again
+// in a newer snapshot, and every change arrives exactly once.
+func TestRefreshCopyKilled(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.refreshSchema()
+		h.source(`INSERT INTO t_new SELECT g, g, 'more' FROM generate_series(100001, 105000) g`)
+		// The copy of t_new stops in the middle for as long as the test
+		// holds advisory lock 4243 (as in TestCopyResumeAfterKill).
+		h.target(
+			`CREATE FUNCTION hold_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN
+			   IF NEW.id BETWEEN 102000 AND 103000 THEN PERFORM pg_advisory_xact_lock_shared(4243); END IF;
+			   RETURN NEW;
+			 END $$`,
+			`CREATE TRIGGER hold_copy BEFORE INSERT ON t_new FOR EACH ROW EXECUTE FUNCTION hold_copy()`,
+			`ALTER TABLE t_new ENABLE ALWAYS TRIGGER hold_copy`,
+		)
+		lock := h.conn(false)
+		h.run(lock, `SELECT pg_advisory_lock(4243)`)
+
+		p := h.applierProcess("kslot", "p", "--copy")
+		p.start()
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copies WHERE finished_at IS NOT NULL)`)
+		w := h.startCopyWriter(refreshStep)
+		if err := w.waitMore(20); err != nil {
+			t.Fatal(err)
+		}
+		h.source(`ALTER PUBLICATION p ADD TABLE t_new`)
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copy_state WHERE table_name = 't_new' AND status = 'pending')
+			AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
+		p.kill()
+		if err := w.waitMore(40); err != nil {
+			t.Fatal(err)
+		}
+		h.run(lock, `SELECT pg_advisory_unlock(4243)`)
+		h.waitTarget(t, nil, `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'walapply % copy %')`)
+		h.expect(`SELECT table_name || ' ' || status FROM walapply.copy_state`, "t_old done", "t_new pending")
+		h.expect(`SELECT count(*)::text FROM t_new`, "0")
+
+		p.start()
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copy_state WHERE table_name = 't_new' AND status = 'done')`)
+		if err := w.waitMore(30); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		unwatch := h.watchProcess(p)
+		h.waitCaughtUp("kslot", 2*time.Minute)
+		unwatch()
+		p.stop()
+		n := h.compare(tableRows("t_old", "")) + h.compare(tableRows("t_new", ""))
+		t.Logf("PostgreSQL %d: copy of an added table killed and redone; %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
+	})
+}
