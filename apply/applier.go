@@ -177,6 +177,9 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		if a.txn.skip || a.txn.userSkip {
 			return ev, nil
 		}
+		if diverted, err := a.watch.divert(a, msg); diverted || err != nil {
+			return ev, err // set aside while its table is copied (refresh_sync.go)
+		}
 		if msg = a.copied.filter(a, msg); msg == nil {
 			return ev, nil // the table's initial copy holds it (copy_filter.go)
 		}

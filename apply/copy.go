@@ -189,6 +189,10 @@ type copier struct {
 	rec        copyRecord
 	slotActive bool
 
+	// copiedAs is the state a table's copy commits in: "done", or
+	// "copied" for a table copied while the stream goes on (refresh_sync.go).
+	copiedAs string
+
 	src     *pgx.Conn // source: the catalog
 	version int       // the source's server_version_num
 	prog    *copyProgress
@@ -259,6 +263,14 @@ func (c *copier) run(ctx context.Context) error {
 	// copy goes with the connection.
 	_ = c.rc.Close(ctx)
 	return c.finish(ctx)
+}
+
+// doneStatus is the state a table's copy commits in.
+func (c *copier) doneStatus() string {
+	if c.copiedAs != "" {
+		return c.copiedAs
+	}
+	return tableDone
 }
 
 // createSlot creates the applier's slot with an exported snapshot, after

@@ -20,29 +20,30 @@ import (
 // stream names a newly published table in a Relation message before the
 // first change to it.
 //
-// An applier whose initial copy finished (--copy) copies a new table
-// before it streams, in a snapshot of its own: a temporary slot exports a
-// snapshot S at its consistent point L, the table is copied in S, and its
-// row turns 'done' with L and S in the same target transaction as its
-// rows, exactly as a resumed initial copy does (copy.go). Streaming then
-// starts at the origin's progress O, which is below L, and the rule of
-// copy_filter.go skips the table's changes that the copy holds: those of a
-// transaction that committed before L and is visible in S. That rule is
-// exact whatever the table saw before: a transaction that changed it
-// before it was published committed before L (the publication change is
-// older than the slot) and so is in S; one in the stream after O is in S
-// exactly when the rule says so; and none of its changes was applied
-// before its copy, because the applier stops at its first Relation
-// message, before anything of that transaction is applied. Such a stop
-// ends the session (newTablesError): what is uncommitted is rolled back,
-// as after any transient error, and Run starts the next session at once,
-// which copies the table. Streaming pauses during that copy; the other
-// tables resume where the origin stands, and nothing is lost or repeated
-// because every step is either a committed copy with its 'done' row or a
-// source transaction with the origin's advance. A kill -9 during the copy
-// leaves the table 'pending' and empty (its copy rolls back), and the next
-// start copies it again in a newer snapshot.
+// An applier whose initial copy finished (--copy) copies a table found at
+// a session start before it streams, in a snapshot of its own: a
+// temporary slot exports a snapshot S at its consistent point L, the
+// table is copied in S, and its row turns 'done' with L and S in the same
+// target transaction as its rows, exactly as a resumed initial copy does
+// (copy.go). Streaming then starts at the origin's progress O, which is
+// below L, and the rule of copy_filter.go skips the table's changes that
+// the copy holds: those of a transaction that committed before L and is
+// visible in S. That rule is exact whatever the table saw before: a
+// transaction that changed it before it was published committed before L
+// (the publication change is older than the slot) and so is in S; one in
+// the stream after O is in S exactly when the rule says so; and none of
+// its changes was applied before its copy, because nothing of the table
+// is applied before it is known. A kill -9 during the copy leaves the
+// table 'pending' and empty (its copy rolls back), and the next start
+// copies it again in a newer snapshot.
 //
+// A table found in the stream (its first Relation message) is copied in
+// the background while the session applies the other tables
+// (refresh_sync.go). Where that cannot be done, the session ends instead
+// (newTablesError) before anything of the table is applied: what is
+// uncommitted is rolled back, as after any transient error, and Run
+// starts the next session at once, which copies the table as above.
+
 // A table removed from the publications keeps its row with published =
 // false: the source stops sending its changes, its rows on the target
 // stay, and the stream may still bring changes it made before it was
@@ -60,6 +61,7 @@ import (
 // States of a table in walapply.copy_state.status.
 const (
 	tablePending   = "pending"
+	tableCopied    = "copied" // copied while the stream went on, not caught up yet (refresh_sync.go)
 	tableDone      = "done"
 	tableExisting  = "existing"
 	tableNotCopied = "not_copied"
@@ -94,17 +96,24 @@ type tableWatch struct {
 	// copy finished); else it records and warns.
 	copying bool
 	known   map[relName]bool
+	syncs   syncs // tables being copied in the background (refresh_sync.go)
 }
 
 // check is called with every Relation message, before anything of the
 // transaction it belongs to is applied to that table.
 func (w *tableWatch) check(ctx context.Context, a *Applier, rel *protocol.Relation) error {
+	if w == nil {
+		return nil
+	}
+	if err := w.relationChanged(a, rel); err != nil {
+		return err
+	}
 	n := relName{sourceSchema(rel.Namespace), rel.Name}
-	if w == nil || w.known[n] {
+	if w.known[n] {
 		return nil
 	}
 	if w.copying {
-		return &newTablesError{tables: []relName{n}}
+		return w.begin(ctx, a, n) // refresh_sync.go
 	}
 	w.known[n] = true
 	a.log.Warn().Str("table", quoteQualified(n.schema, n.name)).
@@ -153,6 +162,13 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		case !ok, !k.published:
 			todo = append(todo, t)
 		case copying && k.status == tablePending:
+			todo = append(todo, t)
+		case copying && k.status == tableCopied:
+			// Copied while a session streamed, which ended before it
+			// caught the table up (refresh_sync.go): copied again.
+			if err := emptyTable(ctx, s.control, cfg.Name, t); err != nil {
+				return nil, err
+			}
 			todo = append(todo, t)
 		}
 	}

@@ -78,8 +78,8 @@ func TestRefreshAddTable(t *testing.T) {
 		if err := w.waitMore(40); err != nil {
 			t.Fatal(err)
 		}
-		h.waitLog(logs, time.Minute, "copied table", "t_new")
-		h.waitLog(logs, time.Second, "newly published table(s) in the stream", "t_new")
+		h.waitLog(logs, time.Minute, "caught up with the stream", "t_new")
+		h.waitLog(logs, time.Second, "copying it while the other tables are applied", "t_new")
 		if err := w.waitMore(20); err != nil {
 			t.Fatal(err)
 		}
@@ -164,13 +164,17 @@ func TestRefreshCopyKilled(t *testing.T) {
 
 		p := h.applierProcess("kslot", "p", "--copy")
 		p.start()
-		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copies WHERE finished_at IS NOT NULL)`)
+		h.waitStreaming("kslot")
 		w := h.startCopyWriter(refreshStep)
 		if err := w.waitMore(20); err != nil {
 			t.Fatal(err)
 		}
 		h.source(`ALTER PUBLICATION p ADD TABLE t_new`)
 		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copy_state WHERE table_name = 't_new' AND status = 'pending')
+			AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
+		// The other tables keep streaming while t_new is copied.
+		h.source(`INSERT INTO t_old VALUES (-5, -5, 'during the copy')`)
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM t_old WHERE id = -5)
 			AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
 		p.kill()
 		if err := w.waitMore(40); err != nil {
@@ -196,4 +200,84 @@ func TestRefreshCopyKilled(t *testing.T) {
 		n := h.compare(tableRows("t_old", "")) + h.compare(tableRows("t_new", ""))
 		t.Logf("PostgreSQL %d: copy of an added table killed and redone; %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
 	})
+}
+
+// TestRefreshCatchUpKilled kills walapply with SIGKILL while it catches
+// up a table copied in the background (its rows committed, the changes
+// set aside meanwhile being applied): the next start empties the table
+// and copies it again, and every change arrives exactly once.
+func TestRefreshCatchUpKilled(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.refreshSchema()
+		// On the target, the copy of t_new waits for advisory lock 4245
+		// (so that changes after its snapshot are set aside meanwhile),
+		// and updates of t_new, which only the catch-up makes, for 4244.
+		h.target(
+			`CREATE FUNCTION hold_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN
+			   IF TG_OP = 'INSERT' THEN PERFORM pg_advisory_xact_lock_shared(4245); ELSE PERFORM pg_advisory_xact_lock_shared(4244); END IF;
+			   RETURN NEW;
+			 END $$`,
+			`CREATE TRIGGER hold_copy BEFORE INSERT OR UPDATE ON t_new FOR EACH ROW EXECUTE FUNCTION hold_copy()`,
+			`ALTER TABLE t_new ENABLE ALWAYS TRIGGER hold_copy`,
+		)
+		lock := h.conn(false)
+		h.run(lock, `SELECT pg_advisory_lock(4244)`, `SELECT pg_advisory_lock(4245)`)
+
+		p := h.applierProcess("cslot", "p", "--copy")
+		p.start()
+		h.waitStreaming("cslot")
+		w := h.startCopyWriter(refreshStep)
+		if err := w.waitMore(20); err != nil {
+			t.Fatal(err)
+		}
+		h.source(`ALTER PUBLICATION p ADD TABLE t_new`)
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4245 AND NOT granted)`)
+		if err := w.waitMore(30); err != nil {
+			t.Fatal(err)
+		}
+		h.run(lock, `SELECT pg_advisory_unlock(4245)`)
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copy_state WHERE table_name = 't_new' AND status = 'copied')
+			AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
+		p.kill()
+		// The catch-up's batch, COMMIT included, was sent: its backend
+		// would commit it once it gets the lock. Ended, it rolls back.
+		h.run(lock, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'walapply cslot %'`)
+		if err := w.waitMore(40); err != nil {
+			t.Fatal(err)
+		}
+		h.run(lock, `SELECT pg_advisory_unlock(4244)`)
+		h.waitTarget(t, nil, `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'walapply cslot %' AND state <> 'idle')`)
+		h.expect(`SELECT table_name || ' ' || status FROM walapply.copy_state`, "t_old done", "t_new copied")
+
+		p.start()
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copy_state WHERE table_name = 't_new' AND status = 'done')`)
+		if err := w.waitMore(30); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		unwatch := h.watchProcess(p)
+		h.waitCaughtUp("cslot", 2*time.Minute)
+		unwatch()
+		p.stop()
+		n := h.compare(tableRows("t_old", "")) + h.compare(tableRows("t_new", ""))
+		t.Logf("PostgreSQL %d: catch-up of a table copied in the background killed, table copied again; %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
+	})
+}
+
+// waitStreaming waits until an applier streams from slot: past its start,
+// whose refresh copies the tables published by then.
+func (h *harness) waitStreaming(slot string) {
+	h.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for h.scalar(true, `SELECT coalesce((SELECT active::text FROM pg_replication_slots WHERE slot_name = $1), 'false')`, slot) != "true" {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("slot %s not in use after a minute", slot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

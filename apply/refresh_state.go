@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/state"
 )
 
@@ -86,4 +87,30 @@ func setPublished(ctx context.Context, q state.Querier, applier string, ns []rel
 	_, err := q.Exec(ctx, `UPDATE walapply.copy_state SET published = $4 WHERE applier = $1
 		AND (schema_name, table_name) IN (SELECT * FROM unnest($2::text[], $3::text[]))`, applier, schemas, names, published)
 	return err
+}
+
+// emptyTable deletes a table's rows on the target, which a background
+// copy committed before the session ended, and makes it pending again.
+// DELETE, not TRUNCATE: foreign keys from other tables do not block it
+// under session_replication_role = replica.
+func emptyTable(ctx context.Context, conn *pgx.Conn, applier string, t *copyTable) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var partitioned bool
+		if err := tx.QueryRow(ctx, `SELECT c.relkind = 'p' FROM pg_catalog.pg_class c
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+			t.schema, t.name).Scan(&partitioned); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM "+fromItem(t.String(), partitioned)); err != nil {
+			return err
+		}
+		return upsertTables(ctx, tx, applier, []relName{t.relName}, tablePending)
+	})
+	if err != nil {
+		return fmt.Errorf("emptying table %s on the target to copy it again: %w", t, err)
+	}
+	return nil
 }

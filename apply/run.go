@@ -109,6 +109,7 @@ func (s *session) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.applier != nil {
+		s.applier.watch.stop() // background copies (refresh_sync.go)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
@@ -238,6 +239,7 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier.watch = watch
+	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
 	s.applier.catalog = s.control

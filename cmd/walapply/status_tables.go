@@ -14,7 +14,9 @@ import (
 type tableStatus struct {
 	Schema string `json:"schema"`
 	Name   string `json:"name"`
-	// State is "pending" (to be copied), "copied", "existing" (there at
+	// State is "pending" (to be copied), "copied" (copied while the
+	// stream went on, its changes meanwhile not applied yet), "done"
+	// (copied and following the stream), "existing" (there at
 	// the first start of an applier without --copy: the target was
 	// filled otherwise) or "not_copied" (published later to an applier
 	// without --copy: its changes are applied, its earlier rows were
@@ -31,7 +33,7 @@ type tableStatus struct {
 
 // readTableStates reads the tables the applier knows.
 func readTableStates(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	rows, err := conn.Query(ctx, `SELECT schema_name, table_name, CASE status WHEN 'done' THEN 'copied' ELSE status END,
+	rows, err := conn.Query(ctx, `SELECT schema_name, table_name, status,
 			published, coalesce(copy_lsn::text, ''), rows, finished_at, added_at
 		FROM walapply.copy_state WHERE applier = $1 ORDER BY schema_name, table_name`, a.Name)
 	if err != nil {
@@ -55,8 +57,10 @@ func tableStateText(t tableStatus) string {
 	var s string
 	switch t.State {
 	case "pending":
-		s = "copy pending (the applier copies it when it starts)"
+		s = "copy pending (the applier is copying it, or copies it when it starts)"
 	case "copied":
+		s = "copied at " + t.CopyLSN + ", catching up with the stream"
+	case "done":
 		s = "copied at " + t.CopyLSN
 		if t.Rows != nil {
 			s += fmt.Sprintf(" (%s)", plural(int(*t.Rows), "row"))
@@ -90,7 +94,7 @@ func writeTablesText(line func(label, format string, a ...any), tables []tableSt
 	}
 	var parts []string
 	for _, st := range []struct{ state, text string }{
-		{"copied", "copied"}, {"pending", "copy pending"}, {"existing", "not copied by walapply"}, {"not_copied", "published, not copied"},
+		{"done", "copied"}, {"copied", "catching up"}, {"pending", "copy pending"}, {"existing", "not copied by walapply"}, {"not_copied", "published, not copied"},
 	} {
 		if n := count[st.state]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st.text))

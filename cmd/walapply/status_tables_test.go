@@ -91,14 +91,14 @@ func TestStatusTables(t *testing.T) {
 				if !tb.Published {
 					s += " unpublished"
 				}
-				if (tb.State == "copied") != (tb.CopyLSN != "" && tb.Rows != nil) {
+				if (tb.State == "done") != (tb.CopyLSN != "" && tb.Rows != nil) {
 					t.Errorf("%s %s: state %s, copy LSN %q, rows %v", a.Name, tb.Name, tb.State, tb.CopyLSN, tb.Rows)
 				}
 				got[a.Name+" "+tb.Schema+"."+tb.Name] = s
 			}
 		}
 		want := map[string]string{
-			"copier public.c_old": "copied", "copier public.c_new": "copied",
+			"copier public.c_old": "done", "copier public.c_new": "done",
 			"plain public.n_old": "existing unpublished", "plain public.n_new": "not_copied",
 		}
 		if len(got) != len(want) {

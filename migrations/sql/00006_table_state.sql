@@ -6,7 +6,10 @@
 --
 -- The states: 'pending' and 'done' as before (a table of the initial copy,
 -- or one published later to an applier whose copy finished, copied in a
--- snapshot of its own); 'existing' for a table an applier without --copy
+-- snapshot of its own); 'copied' for a table published later whose copy
+-- committed while the stream went on and whose changes from the stream
+-- are not applied yet (a start finds it so only after a crash, empties it
+-- and copies it again); 'existing' for a table an applier without --copy
 -- found published at its first start (the target was filled otherwise);
 -- 'not_copied' for a table published later to an applier without --copy:
 -- its changes are applied, its earlier rows were never copied.
@@ -23,10 +26,10 @@ ALTER TABLE walapply.copy_state ADD CONSTRAINT copy_state_applier_fkey
     FOREIGN KEY (applier) REFERENCES walapply.appliers (name) ON DELETE CASCADE;
 ALTER TABLE walapply.copy_state DROP CONSTRAINT copy_state_status_check;
 ALTER TABLE walapply.copy_state ADD CONSTRAINT copy_state_status_check
-    CHECK (status IN ('pending', 'done', 'existing', 'not_copied'));
+    CHECK (status IN ('pending', 'copied', 'done', 'existing', 'not_copied'));
 ALTER TABLE walapply.copy_state DROP CONSTRAINT copy_state_check;
 ALTER TABLE walapply.copy_state ADD CONSTRAINT copy_state_check
-    CHECK (status <> 'done' OR (copy_lsn IS NOT NULL AND snapshot IS NOT NULL));
+    CHECK (status NOT IN ('copied', 'done') OR (copy_lsn IS NOT NULL AND snapshot IS NOT NULL));
 ALTER TABLE walapply.copy_state ADD COLUMN published boolean NOT NULL DEFAULT true;
 ALTER TABLE walapply.copy_state ADD COLUMN added_at timestamptz NOT NULL DEFAULT now();
 
