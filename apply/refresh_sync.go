@@ -298,6 +298,12 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if ct.snap, err = parseSnapshot(snapText); err != nil {
 		return err
 	}
+	// A decoder of its own: the set-aside messages are decoded out of
+	// their place in the stream.
+	dec, err := protocol.NewDecoder(s.stream.DecoderOptions())
+	if err != nil {
+		return err
+	}
 	applied, at := a.Applied()
 	a.sess.txnXid, a.sess.txnLSN = 0, applied
 	a.sess.begin()
@@ -307,7 +313,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 			skipped++
 			continue
 		}
-		msg, err := s.decoder.Decode(c.raw)
+		msg, err := dec.Decode(c.raw)
 		if err != nil {
 			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
 		}

@@ -34,7 +34,7 @@ ALTER TABLE walapply.copy_state ADD COLUMN published boolean NOT NULL DEFAULT tr
 ALTER TABLE walapply.copy_state ADD COLUMN added_at timestamptz NOT NULL DEFAULT now();
 
 COMMENT ON TABLE walapply.copy_state IS 'the published tables each applier knows and how far each got (like pg_subscription_rel)';
-COMMENT ON COLUMN walapply.copy_state.status IS 'pending, done (the table''s rows and this row committed together), existing (there at the first start of an applier without --copy) or not_copied (published later to an applier without --copy)';
+COMMENT ON COLUMN walapply.copy_state.status IS 'pending, copied (copied while the stream went on, not caught up with it yet), done (the table''s rows and this row committed together), existing (there at the first start of an applier without --copy) or not_copied (published later to an applier without --copy)';
 COMMENT ON COLUMN walapply.copy_state.published IS 'false once the table is no longer in the applier''s publications';
 
 -- +goose Down
