@@ -281,3 +281,42 @@ func (h *harness) waitStreaming(slot string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRefreshStreamedFallback: a change to a table being copied in the
+// background that comes in a streamed transaction ends the session, and
+// the next one copies the table before streaming; every change arrives
+// once.
+func TestRefreshStreamedFallback(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, streamSettings(version), nil)
+		h.refreshSchema()
+		h.target(
+			`CREATE FUNCTION hold_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN PERFORM pg_advisory_xact_lock_shared(4246); RETURN NEW; END $$`,
+			`CREATE TRIGGER hold_copy BEFORE INSERT ON t_new FOR EACH ROW EXECUTE FUNCTION hold_copy()`,
+			`ALTER TABLE t_new ENABLE ALWAYS TRIGGER hold_copy`,
+		)
+		lock := h.conn(false)
+		h.run(lock, `SELECT pg_advisory_lock(4246)`)
+		cfg, logs := h.streamConfig("fslot", "on", "p")
+		cfg.CreateSlot, cfg.Copy = false, true
+		stop := h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, `"message":"replicating"`)
+		h.source(`ALTER PUBLICATION p ADD TABLE t_new; UPDATE t_new SET note = 'small' WHERE id = 1`,
+			`INSERT INTO t_new SELECT g, g, repeat('x', 100) FROM generate_series(5000, 7000) g`,
+			`INSERT INTO t_old SELECT g, g, 'big' FROM generate_series(5000, 7000) g`)
+		h.waitLog(logs, time.Minute, "starting a new session to copy them", "t_new")
+		h.run(lock, `SELECT pg_advisory_unlock(4246)`)
+		h.source(`UPDATE t_new SET note = 'after' WHERE id BETWEEN 5000 AND 5010`)
+		h.waitCaughtUp("fslot", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		n := h.compare(tableRows("t_old", "")) + h.compare(tableRows("t_new", ""))
+		if c := logs.count("update_missing") + logs.count("delete_missing"); c != 0 {
+			t.Errorf("%d changes found no row on the target, want 0", c)
+		}
+		t.Logf("PostgreSQL %d: %s streamed transactions; %d rows compared, all equal", version, h.streamedTxns("fslot"), n)
+	})
+}
