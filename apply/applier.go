@@ -60,8 +60,14 @@ type Applier struct {
 	outcome Outcome
 	stream  streamState   // streamed transactions (stream.go)
 	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
+	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
 	tp      twoPhaseState // two-phase transactions (prepare.go)
 	Stats   Stats
+
+	// filteredOut: the copy filter skipped a change of the open target
+	// transaction, which may then hold no write of its own; commit makes
+	// it write, since a commit without an xid does not advance the origin.
+	filteredOut bool
 
 	// group commit (group.go) and net-effect compaction (compact.go)
 	net            *compactor
@@ -124,6 +130,13 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	if err != nil {
 		return ev, err
 	}
+	if rel, ok := msg.(*protocol.Relation); ok {
+		// Before anything of its transaction touches the table, also
+		// inside a stream block (refresh.go).
+		if err := a.watch.check(ctx, a, rel); err != nil {
+			return ev, err
+		}
+	}
 	if ev.needsOwnTransaction() {
 		// Step has already opened the new transaction; the group ended
 		// with the previous message. Its work, and the batch in flight,
@@ -163,6 +176,9 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	case EvChange:
 		if a.txn.skip || a.txn.userSkip {
 			return ev, nil
+		}
+		if diverted, err := a.watch.divert(a, msg); diverted || err != nil {
+			return ev, err // set aside while its table is copied (refresh_sync.go)
 		}
 		if msg = a.copied.filter(a, msg); msg == nil {
 			return ev, nil // the table's initial copy holds it (copy_filter.go)
@@ -226,6 +242,13 @@ func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 		return a.fail(ctx, err)
 	}
 	n := a.group.count + 1
+	if a.filteredOut {
+		// Assigns the transaction an xid: PostgreSQL writes no commit
+		// record, and so does not advance the origin, for a transaction
+		// that wrote nothing (every change filtered out).
+		a.sess.queueSQL(opOrigin, nil, "SELECT pg_catalog.txid_current()")
+		a.filteredOut = false
+	}
 	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
 	// a transaction that aborts after it still advances the origin.
 	a.queueOriginAdvance(end, at)
@@ -310,6 +333,7 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 	a.group = txnGroup{}
 	a.sess.done = a.sess.done[:0]
 	a.net = newCompactor()
+	a.filteredOut = false
 	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
 		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
 	}

@@ -111,6 +111,9 @@ type Config struct {
 	// leaseBackend is the target backend of the control connection that
 	// last took the running-applier lock in this run (lease.go).
 	leaseBackend uint32
+	// newTables are the tables sessions stopped for as newly published
+	// (refresh.go).
+	newTables []relName
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged

@@ -189,6 +189,10 @@ type copier struct {
 	rec        copyRecord
 	slotActive bool
 
+	// copiedAs is the state a table's copy commits in: "done", or
+	// "copied" for a table copied while the stream goes on (refresh_sync.go).
+	copiedAs string
+
 	src     *pgx.Conn // source: the catalog
 	version int       // the source's server_version_num
 	prog    *copyProgress
@@ -261,6 +265,14 @@ func (c *copier) run(ctx context.Context) error {
 	return c.finish(ctx)
 }
 
+// doneStatus is the state a table's copy commits in.
+func (c *copier) doneStatus() string {
+	if c.copiedAs != "" {
+		return c.copiedAs
+	}
+	return tableDone
+}
+
 // createSlot creates the applier's slot with an exported snapshot, after
 // recording that it is being created (so that a crash in between leaves a
 // slot the next attempt knows to be its own), and records the tables to
@@ -301,16 +313,17 @@ func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.
 	return info.ConsistentPoint, info.SnapshotName, nil
 }
 
-// createTempSlot creates a temporary slot for a resumed copy, only for the
-// snapshot it exports; it vanishes with the connection.
+// createTempSlot creates a temporary slot for a resumed copy (or for
+// tables published later, refresh.go), only for the snapshot it exports;
+// it vanishes with the connection.
 func (c *copier) createTempSlot(ctx context.Context) (protocol.LSN, string, error) {
 	name := tempSlotName(c.cfg.Slot, os.Getpid())
 	info, err := c.rc.CreateSlot(ctx, name, protocol.SlotOptions{Temporary: true, Snapshot: "export"})
 	if err != nil {
-		return 0, "", fmt.Errorf("creating temporary replication slot %q on the source for the resumed copy's snapshot: %w", name, err)
+		return 0, "", fmt.Errorf("creating temporary replication slot %q on the source for a new snapshot: %w", name, err)
 	}
-	c.cfg.Logger.Info().Str("slot", name).Stringer("consistent_point", info.ConsistentPoint).Stringer("stream_start", c.rec.point).
-		Msg("resuming the initial copy in a new snapshot; changes it already holds are skipped from the stream")
+	c.cfg.Logger.Info().Str("slot", name).Stringer("consistent_point", info.ConsistentPoint).
+		Msg("created a temporary replication slot for a new snapshot; changes it already holds are skipped from the stream")
 	return info.ConsistentPoint, info.SnapshotName, nil
 }
 

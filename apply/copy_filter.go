@@ -161,6 +161,7 @@ func (f *copyFilter) filter(a *Applier, msg protocol.Message) protocol.Message {
 			return msg
 		}
 		f.skipped++
+		a.filteredOut = true
 		if len(keep) == 0 {
 			return nil
 		}
@@ -172,6 +173,7 @@ func (f *copyFilter) filter(a *Applier, msg protocol.Message) protocol.Message {
 	}
 	if f.holds(a, relid) {
 		f.skipped++
+		a.filteredOut = true
 		return nil
 	}
 	return msg

@@ -273,10 +273,10 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		return &TxnError{Op: "initial copy (COPY)", Relation: t.String(), Err: tgtErr}
 	}
 	rows := tag.RowsAffected()
-	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = 'done', rows = $4, bytes = $5,
+	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,
 		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
-		w.c.cfg.Name, t.schema, t.name, rows, counter.bytes, w.point.String(), w.snapText)
+		w.c.cfg.Name, t.schema, t.name, rows, counter.bytes, w.point.String(), w.snapText, w.c.doneStatus())
 	if err == nil && res.RowsAffected() != 1 {
 		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
 	}

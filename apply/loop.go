@@ -34,6 +34,9 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			return nil
 		}
+		if err := s.catchUpReady(applyCtx); err != nil { // refresh_sync.go
+			return err
+		}
 		if err := s.pollUntilNow(applyCtx); err != nil { // until.go
 			return err
 		}

@@ -35,6 +35,13 @@ func Run(ctx context.Context, c Config) error {
 		if err == nil {
 			return nil
 		}
+		var nt *newTablesError
+		if errors.As(err, &nt) {
+			// Not a failure: the next session copies them (refresh.go).
+			log.Info().Str("tables", relNames(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			cfg.newTables = append(cfg.newTables, nt.tables...)
+			continue
+		}
 		cfg.observeSessionEnded(err)
 		var te *TxnError
 		if errors.As(err, &te) && te.Grouped && cfg.noGroupThrough < te.CommitLSN {
@@ -102,6 +109,7 @@ func (s *session) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.applier != nil {
+		s.applier.watch.stop() // background copies (refresh_sync.go)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
@@ -210,6 +218,10 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.ensureSlot(ctx); err != nil {
 		return err
 	}
+	watch, err := s.refreshTables(ctx, cfg.newTables) // refresh.go: tables published later
+	if err != nil {
+		return err
+	}
 
 	sess := newTargetSession(s.target)
 	if err := sess.setup(ctx, s.origin); err != nil {
@@ -226,6 +238,8 @@ func (s *session) connect(ctx context.Context) error {
 	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
 		return err
 	}
+	s.applier.watch = watch
+	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
 	s.applier.catalog = s.control

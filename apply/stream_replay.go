@@ -97,6 +97,11 @@ func (a *Applier) replaySpilled(ctx context.Context, xid uint32) error {
 		if msg == nil {
 			return nil
 		}
+		if ts, _ := a.watch.touches(a, msg); ts != nil {
+			// Its table is being copied: the next session copies it
+			// before streaming (refresh_sync.go).
+			return a.fail(ctx, &newTablesError{tables: []relName{ts.name}})
+		}
 		if msg = a.copied.filter(a, msg); msg == nil {
 			continue // the table's initial copy holds it (copy_filter.go)
 		}

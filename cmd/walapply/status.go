@@ -83,6 +83,10 @@ type applierStatus struct {
 	Copy     *copyStatus      `json:"initial_copy,omitempty"` // nil: no initial copy was made
 	Until    *untilStatus     `json:"until,omitempty"`        // nil: the latest start had no --until
 	Source   *sourceStatus    `json:"source,omitempty"`
+
+	// Tables are the published tables the applier knows and the state of
+	// each, like pg_subscription_rel (status_tables.go).
+	Tables []tableStatus `json:"tables"`
 }
 
 type originStatus struct {
@@ -323,7 +327,10 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 	if err := readUntilState(ctx, conn, a); err != nil {
 		return err
 	}
-	return readCopyState(ctx, conn, a)
+	if err := readCopyState(ctx, conn, a); err != nil {
+		return err
+	}
+	return readTableStates(ctx, conn, a)
 }
 
 // untilStatus is the stop position of an applier's latest start with
@@ -362,18 +369,21 @@ type copyStatus struct {
 // readCopyState reads the applier's initial copy, if it made one.
 func readCopyState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
 	c := &copyStatus{}
+	var pending int
 	err := conn.QueryRow(ctx, `SELECT c.started_at, c.finished_at,
-			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint
-		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier
+			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint,
+			count(s.*) FILTER (WHERE s.status = 'pending')::int
+		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier AND s.status IN ('pending', 'done')
 		WHERE c.applier = $1 GROUP BY c.started_at, c.finished_at`, a.Name).
-		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows)
+		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows, &pending)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("reading the initial copy's state on the target: %w", err)
 	}
-	c.Complete = c.FinishedAt != nil
+	// A table published later and not copied yet keeps it incomplete.
+	c.Complete = c.FinishedAt != nil && pending == 0
 	a.Copy = c
 	return nil
 }

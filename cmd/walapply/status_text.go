@@ -56,9 +56,13 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 			line("initial copy", "none made (the target was filled otherwise)")
 		case c.Complete:
 			line("initial copy", "complete: %d tables, %d rows, finished %s", c.Tables, c.Rows, c.FinishedAt.UTC().Format(time.DateTime))
+		case c.FinishedAt != nil:
+			line("initial copy", "finished %s; %d of %d tables copied (%d rows), the others were published since and are copied when the applier starts",
+				c.FinishedAt.UTC().Format(time.DateTime), c.TablesDone, c.Tables, c.Rows)
 		default:
 			line("initial copy", "INCOMPLETE: %d of %d tables done (%d rows); run walapply run --copy again to finish it", c.TablesDone, c.Tables, c.Rows)
 		}
+		writeTablesText(line, a.Tables) // status_tables.go
 		if len(a.Prepared) == 0 {
 			line("prepared", "none pending on the target")
 		} else {

@@ -1,0 +1,347 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/protocol"
+)
+
+// Tables published after an applier started: what PostgreSQL's
+// ALTER SUBSCRIPTION ... REFRESH PUBLICATION (copy_data = true) does.
+//
+// walapply.copy_state is the applier's list of the tables it knows, like
+// pg_subscription_rel. Every session start compares it with the tables the
+// publications publish now (refreshTables), and the applier checks every
+// Relation message of the stream against it (tableWatch.check), since the
+// stream names a newly published table in a Relation message before the
+// first change to it.
+//
+// An applier whose initial copy finished (--copy) copies a table found at
+// a session start before it streams, in a snapshot of its own: a
+// temporary slot exports a snapshot S at its consistent point L, the
+// table is copied in S, and its row turns 'done' with L and S in the same
+// target transaction as its rows, exactly as a resumed initial copy does
+// (copy.go). Streaming then starts at the origin's progress O, which is
+// below L, and the rule of copy_filter.go skips the table's changes that
+// the copy holds: those of a transaction that committed before L and is
+// visible in S. That rule is exact whatever the table saw before: a
+// transaction that changed it before it was published committed before L
+// (the publication change is older than the slot) and so is in S; one in
+// the stream after O is in S exactly when the rule says so; and none of
+// its changes was applied before its copy, because nothing of the table
+// is applied before it is known. A kill -9 during the copy leaves the
+// table 'pending' and empty (its copy rolls back), and the next start
+// copies it again in a newer snapshot.
+//
+// A table found in the stream (its first Relation message) is copied in
+// the background while the session applies the other tables
+// (refresh_sync.go). Where that cannot be done, the session ends instead
+// (newTablesError) before anything of the table is applied: what is
+// uncommitted is rolled back, as after any transient error, and Run
+// starts the next session at once, which copies the table as above.
+
+// A table removed from the publications keeps its row with published =
+// false: the source stops sending its changes, its rows on the target
+// stay, and the stream may still bring changes it made before it was
+// removed, which must apply (or be filtered) as before. A table removed
+// and published again is copied again, as PostgreSQL's refresh does; the
+// copy needs the target table empty and says so.
+//
+// An applier without --copy (no walapply.copies row) cannot copy: a table
+// published later is applied from its first change on, and its earlier
+// rows are missing on the target. It is logged once as a warning and
+// recorded 'not_copied' ("published, not copied" in walapply status). At
+// its first start the tables it finds are recorded 'existing': the target
+// was filled otherwise.
+
+// States of a table in walapply.copy_state.status.
+const (
+	tablePending   = "pending"
+	tableCopied    = "copied" // copied while the stream went on, not caught up yet (refresh_sync.go)
+	tableDone      = "done"
+	tableExisting  = "existing"
+	tableNotCopied = "not_copied"
+)
+
+// notCopiedWarning is logged once for each table published later to an
+// applier without --copy.
+const notCopiedWarning = "newly published table: its changes are applied from here on, but its existing rows are not copied (the applier was not started with --copy); copy them yourself or start a new applier with --copy"
+
+// newTablesError ends a session whose stream named a published table the
+// applier has not copied: Run starts the next session at once, without
+// backoff, and that session copies it (refreshTables).
+type newTablesError struct{ tables []relName }
+
+func (e *newTablesError) Error() string {
+	return "apply: the stream names newly published table(s) " + relNames(e.tables) + ": restarting the session to copy them"
+}
+
+func relNames(ns []relName) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = quoteQualified(n.schema, n.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// tableWatch checks the stream's Relation messages against the tables the
+// applier knows.
+type tableWatch struct {
+	applier string
+	// copying: the applier copies tables published later (its initial
+	// copy finished); else it records and warns.
+	copying bool
+	known   map[relName]bool
+	syncs   syncs // tables being copied in the background (refresh_sync.go)
+}
+
+// check is called with every Relation message, before anything of the
+// transaction it belongs to is applied to that table.
+func (w *tableWatch) check(ctx context.Context, a *Applier, rel *protocol.Relation) error {
+	if w == nil {
+		return nil
+	}
+	if err := w.relationChanged(a, rel); err != nil {
+		return err
+	}
+	n := relName{sourceSchema(rel.Namespace), rel.Name}
+	if w.known[n] {
+		return nil
+	}
+	if w.copying {
+		return w.begin(ctx, a, n) // refresh_sync.go
+	}
+	w.known[n] = true
+	a.log.Warn().Str("table", quoteQualified(n.schema, n.name)).
+		Msg(notCopiedWarning)
+	if a.catalog == nil {
+		return nil
+	}
+	if err := recordNotCopied(ctx, a.catalog, w.applier, []relName{n}); err != nil {
+		return fmt.Errorf("recording newly published table %s: %w", quoteQualified(n.schema, n.name), err)
+	}
+	return nil
+}
+
+// refreshTables brings walapply.copy_state up to date with the tables the
+// publications publish now, copies the new ones when the applier copies,
+// and returns the watch for the stream's Relation messages. It runs at
+// every session start, after the initial copy and before streaming.
+// seen are the tables the previous session stopped for (newTablesError).
+func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatch, error) {
+	cfg, log := s.cfg, s.cfg.Logger
+	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	src, err := connectSource(ctx, cfg, "refresh")
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	version := s.source.ServerVersion()
+	tables, err := listPublishedTables(ctx, src, cfg.Publications, version)
+	if err != nil {
+		return nil, err
+	}
+	known, err := readKnownTables(ctx, s.control, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	copying := rec.exists
+	published := map[relName]bool{}
+	var todo []*copyTable // to copy, or to record
+	for _, t := range tables {
+		published[t.relName] = true
+		k, ok := known[t.relName]
+		switch {
+		case !ok, !k.published:
+			todo = append(todo, t)
+		case copying && k.status == tablePending:
+			todo = append(todo, t)
+		case copying && k.status == tableCopied:
+			// Copied while a session streamed, which ended before it
+			// caught the table up (refresh_sync.go): copied again.
+			if err := emptyTable(ctx, s.control, cfg.Name, t); err != nil {
+				return nil, err
+			}
+			todo = append(todo, t)
+		}
+	}
+	var removed, gone []relName
+	for n, k := range known {
+		if !published[n] && k.published {
+			removed = append(removed, n)
+		}
+	}
+	for _, n := range seen {
+		if _, ok := known[n]; !ok && !published[n] {
+			gone = append(gone, n)
+		}
+	}
+	slices.SortFunc(removed, compareRelName)
+	for _, n := range removed {
+		log.Info().Str("table", quoteQualified(n.schema, n.name)).
+			Msg("table no longer published: its changes are no longer applied; its rows on the target stay")
+	}
+	for _, n := range gone {
+		log.Warn().Str("table", quoteQualified(n.schema, n.name)).
+			Msg("table published and removed again before it could be copied: its changes while it was published are applied, its earlier rows are missing on the target")
+	}
+
+	first := len(known) == 0 && !copying
+	var toCopy []*copyTable
+	if copying && len(todo) > 0 {
+		// Everything that can be wrong with the target, before anything
+		// is recorded or copied.
+		if err := checkTargetTables(ctx, s.control, todo, todo); err != nil {
+			return nil, err
+		}
+		toCopy = todo
+	}
+	err = pgx.BeginFunc(ctx, s.control, func(tx pgx.Tx) error {
+		if err := setPublished(ctx, tx, cfg.Name, removed, false); err != nil {
+			return err
+		}
+		if err := upsertTables(ctx, tx, cfg.Name, relNamesOf(todo), stateFor(copying, first)); err != nil {
+			return err
+		}
+		return insertTables(ctx, tx, cfg.Name, gone, tableNotCopied, false)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
+	}
+	if !copying && !first {
+		for _, t := range todo {
+			log.Warn().Str("table", t.String()).
+				Msg(notCopiedWarning)
+		}
+	}
+	if len(toCopy) > 0 {
+		if err := s.copyNewTables(ctx, toCopy, version); err != nil {
+			return nil, err
+		}
+	}
+	w := &tableWatch{applier: cfg.Name, copying: copying, known: map[relName]bool{}}
+	for n, k := range known {
+		// A table that is not published now is known only if the stream
+		// may still bring changes it made while it was published: else
+		// its Relation message is news.
+		if k.published || !copying {
+			w.known[n] = true
+		}
+	}
+	for _, t := range tables {
+		w.known[t.relName] = true
+	}
+	for _, n := range seen {
+		w.known[n] = true // stopped for once; not published now, nothing to copy
+	}
+	for _, n := range removed {
+		w.known[n] = true
+	}
+	parts, err := partitionsOf(ctx, src, tables, version)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range parts {
+		w.known[n] = true
+	}
+	return w, nil
+}
+
+// partitionsOf lists the partitions of the published partitioned tables.
+// A partitioned table published through its root (publish_via_partition_root)
+// has its changes sent as the root's, but pgoutput also sends a Relation
+// message for the partition each change was made in: that is no news.
+func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*copyTable, version int) ([]relName, error) {
+	var roots []relName
+	for _, t := range tables {
+		if t.partitioned {
+			roots = append(roots, t.relName)
+		}
+	}
+	if len(roots) == 0 || version < 130000 { // publish_via_partition_root is 13+
+		return nil, nil
+	}
+	schemas, names := splitNames(roots)
+	rows, err := src.Query(ctx, `SELECT pn.nspname::text, pc.relname::text
+		FROM unnest($1::text[], $2::text[]) t(s, n)
+		JOIN pg_catalog.pg_namespace rn ON rn.nspname = t.s
+		JOIN pg_catalog.pg_class rc ON rc.relnamespace = rn.oid AND rc.relname = t.n
+		CROSS JOIN LATERAL pg_catalog.pg_partition_tree(rc.oid) pt
+		JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid
+		JOIN pg_catalog.pg_namespace pn ON pn.oid = pc.relnamespace
+		WHERE pt.relid <> rc.oid`, schemas, names)
+	if err != nil {
+		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
+		var n relName
+		return n, r.Scan(&n.schema, &n.name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
+	}
+	return parts, nil
+}
+
+// stateFor is the state a newly found published table is recorded in.
+func stateFor(copying, first bool) string {
+	switch {
+	case copying:
+		return tablePending
+	case first:
+		return tableExisting
+	}
+	return tableNotCopied
+}
+
+// copyNewTables copies tables published after the applier's initial copy
+// in a snapshot exported by a temporary slot, as a resumed copy does; the
+// origin stays where it is, and the copy filter skips the changes the
+// snapshot holds.
+func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version int) error {
+	cfg := s.cfg
+	// The exported snapshot stays importable while this connection,
+	// which created the temporary slot, is open and idle.
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	if err != nil {
+		return fmt.Errorf("connecting to the source to copy newly published tables: %w", err)
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	c := &copier{cfg: cfg, control: s.control, origin: s.origin, rc: rc, act: copyResume, version: version}
+	point, snapshot, err := c.createTempSlot(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info().Str("tables", relNames(relNamesOf(todo))).Stringer("snapshot_lsn", point).
+		Msg("copying newly published tables; their changes the snapshot holds are skipped from the stream")
+	c.prog = newCopyProgress(cfg, len(todo), 0, todo)
+	stopReports := c.prog.report(ctx)
+	err = c.copyTables(ctx, todo, point, snapshot)
+	stopReports()
+	if err != nil {
+		return err
+	}
+	return dropCopyOrigins(ctx, s.control, cfg.Name)
+}
+
+func relNamesOf(tables []*copyTable) []relName {
+	ns := make([]relName, len(tables))
+	for i, t := range tables {
+		ns[i] = t.relName
+	}
+	return ns
+}
+
+func compareRelName(a, b relName) int {
+	if c := strings.Compare(a.schema, b.schema); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}

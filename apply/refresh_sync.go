@@ -1,0 +1,358 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// A table found in the stream, copied while the session goes on applying
+// the other tables.
+//
+// When the stream's first Relation message names a published table X the
+// applier has not copied (refresh.go), the session does not stop: it
+// records X 'pending', copies it in the background in a snapshot S of its
+// own (a temporary slot's, at L), and meanwhile sets aside X's changes
+// from the stream, unapplied, while it applies the other tables' changes
+// as before. The copy commits X's rows with X 'copied'. At the next
+// transaction boundary the session catches X up, in one target
+// transaction: it applies the set-aside changes that S does not hold (the
+// rule of copy_filter.go: a change of a transaction that committed before
+// L and is visible in S is in the copy), turns X 'done', and records the
+// origin at the last source transaction the session has applied, A. From
+// then on X is filtered by the copy filter with L and S like any table
+// copied in a later snapshot, because the stream may still be behind L.
+//
+// Why that is exact. Every change to X after the first Relation message is
+// either set aside (until the catch-up) or applied through the filter
+// (after it); none before it exists in this session, because pgoutput
+// sends the Relation message before the first change. The set-aside
+// changes are those of the transactions up to A, and those after A come
+// after the catch-up; the origin's advance to A, in the catch-up's
+// transaction, is no move (the origin is at A already) but makes the
+// catch-up and X's 'done' one fact with the position they hold for.
+// A crash before the catch-up commits leaves X 'pending' or 'copied' with
+// none of its stream changes applied: the next start empties a 'copied'
+// table and copies it again (refresh.go), which is exact by the argument
+// there, since nothing of X came from the stream. After the catch-up, X
+// is 'done' and its changes up to A are applied, and the origin is at A
+// or later: the stream resends nothing of them.
+//
+// The cases this does not cover fall back to ending the session, as
+// before (newTablesError; the next start copies X before streaming): a
+// change to X in a streamed or a prepared transaction, a TRUNCATE that
+// names X, X's definition changing meanwhile, a second table found while
+// one is being copied, and more than maxSyncBuffer bytes of changes set
+// aside (memory stays bounded).
+
+// maxSyncBuffer bounds the changes set aside for the tables being copied.
+const maxSyncBuffer = 16 << 20
+
+// tableSync is a table being copied in the background.
+type tableSync struct {
+	name    relName
+	table   *copyTable
+	changes []syncChange // set aside, in stream order
+	done    chan error   // the copy's result, once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// syncChange is one change set aside: the message as received and the
+// source transaction it belongs to.
+type syncChange struct {
+	raw      []byte
+	xid      uint32
+	finalLSN protocol.LSN
+}
+
+// syncs are the tables being copied in the background.
+type syncs struct {
+	tables map[relName]*tableSync
+	bytes  int
+	// start begins a table's background copy (session.startSync); nil
+	// when the applier cannot (no session, as in unit tests).
+	start func(ctx context.Context, n relName) (*tableSync, error)
+}
+
+// begin starts X's background copy, or says to end the session.
+func (w *tableWatch) begin(ctx context.Context, a *Applier, n relName) error {
+	// One background copy at a time: its temporary slot is named after
+	// the applier's.
+	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.state == stateInPrepare {
+		return &newTablesError{tables: []relName{n}}
+	}
+	ts, err := w.syncs.start(ctx, n)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		return &newTablesError{tables: []relName{n}}
+	}
+	if w.syncs.tables == nil {
+		w.syncs.tables = map[relName]*tableSync{}
+	}
+	w.syncs.tables[n] = ts
+	w.known[n] = true
+	return nil
+}
+
+// syncing returns the background copy relation relid is in, if any.
+func (w *tableWatch) syncing(a *Applier, relid uint32) *tableSync {
+	if w == nil || len(w.syncs.tables) == 0 {
+		return nil
+	}
+	e := a.rels.rels[relid]
+	if e == nil {
+		return nil
+	}
+	return w.syncs.tables[relName{sourceSchema(e.rel.Namespace), e.rel.Name}]
+}
+
+// touches returns the background copy a change's table is in, and
+// whether the change is a TRUNCATE.
+func (w *tableWatch) touches(a *Applier, msg protocol.Message) (*tableSync, bool) {
+	if w == nil || len(w.syncs.tables) == 0 {
+		return nil, false
+	}
+	switch m := msg.(type) {
+	case *protocol.Insert:
+		return w.syncing(a, m.RelationID), false
+	case *protocol.Update:
+		return w.syncing(a, m.RelationID), false
+	case *protocol.Delete:
+		return w.syncing(a, m.RelationID), false
+	case *protocol.Truncate:
+		for _, id := range m.RelationIDs {
+			if ts := w.syncing(a, id); ts != nil {
+				return ts, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// divert sets a change aside when its table is being copied; it reports
+// whether it did.
+func (w *tableWatch) divert(a *Applier, msg protocol.Message) (bool, error) {
+	ts, truncate := w.touches(a, msg)
+	if ts == nil {
+		return false, nil
+	}
+	if truncate || a.machine.state == stateInPrepare || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
+		return false, &newTablesError{tables: []relName{ts.name}}
+	}
+	ts.changes = append(ts.changes, syncChange{raw: slices.Clone(a.stream.raw), xid: a.txn.xid, finalLSN: a.txn.finalLSN})
+	w.syncs.bytes += len(a.stream.raw)
+	return true, nil
+}
+
+// relationChanged reports whether a Relation message changes the
+// definition of a table being copied: its set-aside changes were made
+// with the old one.
+func (w *tableWatch) relationChanged(a *Applier, rel *protocol.Relation) error {
+	if w == nil || len(w.syncs.tables) == 0 {
+		return nil
+	}
+	n := relName{sourceSchema(rel.Namespace), rel.Name}
+	if w.syncs.tables[n] == nil {
+		return nil
+	}
+	if e := a.rels.rels[rel.RelationID]; e != nil && !sameRelation(e.rel, rel) {
+		return &newTablesError{tables: []relName{n}}
+	}
+	return nil
+}
+
+// ready returns a table whose copy finished, or an error of one that
+// failed.
+func (w *tableWatch) ready() (*tableSync, error) {
+	if w == nil {
+		return nil, nil
+	}
+	for _, ts := range w.syncs.tables {
+		select {
+		case err := <-ts.done:
+			if err != nil {
+				return nil, err
+			}
+			return ts, nil
+		default:
+		}
+	}
+	return nil, nil
+}
+
+// stop cancels the background copies and waits for them.
+func (w *tableWatch) stop() {
+	if w == nil {
+		return
+	}
+	for _, ts := range w.syncs.tables {
+		ts.cancel()
+		ts.wg.Wait()
+	}
+}
+
+// startSync checks and records a table found in the stream and starts its
+// copy. It returns nil when the table is not published now (the session
+// then ends, and the next start sorts it out).
+func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) {
+	cfg := s.cfg
+	src, err := connectSource(ctx, cfg, "refresh")
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	version := s.source.ServerVersion()
+	tables, err := listPublishedTables(ctx, src, cfg.Publications, version)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(tables, func(t *copyTable) bool { return t.relName == n })
+	if i < 0 {
+		return nil, nil
+	}
+	t := tables[i]
+	if err := checkTargetTables(ctx, s.control, []*copyTable{t}, []*copyTable{t}); err != nil {
+		return nil, err
+	}
+	if err := upsertTables(ctx, s.control, cfg.Name, []relName{n}, tablePending); err != nil {
+		return nil, fmt.Errorf("recording newly published table %s in walapply.copy_state on the target: %w", t, err)
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ts := &tableSync{name: n, table: t, done: make(chan error, 1), cancel: cancel}
+	ts.wg.Add(1)
+	go func() {
+		defer ts.wg.Done()
+		ts.done <- s.copyInBackground(cctx, t, version)
+	}()
+	cfg.Logger.Info().Str("table", t.String()).
+		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
+	return ts, nil
+}
+
+// copyInBackground copies one table in a snapshot of its own and commits
+// it 'copied'.
+func (s *session) copyInBackground(ctx context.Context, t *copyTable, version int) error {
+	cfg := s.cfg
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	if err != nil {
+		return fmt.Errorf("connecting to the source to copy newly published table %s: %w", t, err)
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	// A target connection of its own for the copier's bookkeeping (the
+	// session's control connection belongs to the session's goroutine).
+	control, err := connectTarget(ctx, cfg, "refresh")
+	if err != nil {
+		return err
+	}
+	defer control.Close(context.WithoutCancel(ctx))
+	c := &copier{cfg: cfg, control: control, origin: s.origin, rc: rc, act: copyResume, version: version, copiedAs: tableCopied}
+	point, snapshot, err := c.createTempSlot(ctx)
+	if err != nil {
+		return err
+	}
+	c.prog = newCopyProgress(cfg, 1, 0, []*copyTable{t})
+	return c.copyTables(ctx, []*copyTable{t}, point, snapshot)
+}
+
+// catchUpReady catches up a table whose background copy finished, when
+// the session is at a transaction boundary.
+func (s *session) catchUpReady(ctx context.Context) error {
+	a := s.applier
+	w := a.watch
+	if w == nil || len(w.syncs.tables) == 0 || a.machine.InTransaction() || a.machine.InStreamBlock() {
+		return nil
+	}
+	ts, err := w.ready()
+	if err != nil || ts == nil {
+		return err
+	}
+	// Everything received so far committed and settled: the origin is at
+	// the last applied transaction.
+	if err := s.flushGroup(ctx); err != nil {
+		return err
+	}
+	return s.catchUp(ctx, ts)
+}
+
+// catchUp applies a copied table's set-aside changes that its snapshot
+// does not hold and turns it 'done', in one target transaction; the
+// session is at a transaction boundary with nothing in flight.
+func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
+	a, cfg := s.applier, s.cfg
+	var lsnText, snapText string
+	err := s.control.QueryRow(ctx, `SELECT copy_lsn::text, snapshot FROM walapply.copy_state
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`, cfg.Name, ts.name.schema, ts.name.name).Scan(&lsnText, &snapText)
+	if err != nil {
+		return fmt.Errorf("reading the copy of table %s in walapply.copy_state: %w", ts.table, err)
+	}
+	ct := &copiedTable{}
+	if ct.lsn, err = protocol.ParseLSN(lsnText); err != nil {
+		return err
+	}
+	if ct.snap, err = parseSnapshot(snapText); err != nil {
+		return err
+	}
+	// A decoder of its own: the set-aside messages are decoded out of
+	// their place in the stream.
+	dec, err := protocol.NewDecoder(s.stream.DecoderOptions())
+	if err != nil {
+		return err
+	}
+	applied, at := a.Applied()
+	a.sess.txnXid, a.sess.txnLSN = 0, applied
+	a.sess.begin()
+	skipped := 0
+	for _, c := range ts.changes {
+		if c.finalLSN < ct.lsn && ct.snap.visible(c.xid) {
+			skipped++
+			continue
+		}
+		msg, err := dec.Decode(c.raw)
+		if err != nil {
+			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
+		}
+		a.txn = openTxn{xid: c.xid, finalLSN: c.finalLSN}
+		a.sess.txnXid, a.sess.txnLSN = c.xid, c.finalLSN
+		if err := a.change(ctx, msg); err != nil {
+			return a.fail(ctx, err)
+		}
+		if a.sess.full() {
+			if failed, err := a.sess.flush(ctx); err != nil {
+				return a.failStmt(ctx, failed, err)
+			}
+		}
+	}
+	a.txn = openTxn{}
+	a.sess.batch.ExecParams(`UPDATE walapply.copy_state SET status = 'done'
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
+		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil, nil)
+	a.sess.queued = append(a.sess.queued, queuedStmt{op: opOrigin})
+	a.queueOriginAdvance(applied, at)
+	a.sess.queueSQL(opCommit, nil, "COMMIT")
+	if failed, err := a.sess.flush(ctx); err != nil {
+		return a.failStmt(ctx, failed, err)
+	}
+	if a.copied == nil {
+		a.copied = &copyFilter{tables: map[relName]*copiedTable{}}
+	}
+	a.copied.tables[ts.name] = ct
+	a.copied.until = max(a.copied.until, ct.lsn)
+	w := a.watch
+	for _, c := range ts.changes {
+		w.syncs.bytes -= len(c.raw)
+	}
+	delete(w.syncs.tables, ts.name)
+	ts.wg.Wait()
+	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
+		return err
+	}
+	cfg.Logger.Info().Str("table", ts.table.String()).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
+	return nil
+}
