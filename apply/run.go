@@ -190,6 +190,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
+	if err := s.recordTimeline(ctx); err != nil { // timeline.go
+		return err
+	}
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
 		return err
 	}
