@@ -35,6 +35,10 @@ type Config struct {
 	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming string
 	TwoPhase  bool
+	// Failover creates the slot failover-enabled (PostgreSQL 17+), or
+	// enables failover on an existing one, so that standbys synchronise it
+	// (see failover.go).
+	Failover bool
 	// GIDMode chooses the GIDs of prepared transactions on the target (see
 	// twophase.Mode); the default derives them from Name and the source xid.
 	GIDMode twophase.Mode

@@ -67,6 +67,7 @@ var preflightChecks = []preflightCheck{
 	checkPublications,
 	checkSlot,
 	checkSourceOptions,
+	checkFailover, // failover.go
 	checkTwoPhase,
 	checkCopyPlan,
 	checkCopyTargets,

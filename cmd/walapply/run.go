@@ -48,6 +48,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
+	fs.BoolVar(&c.Failover, "failover", false, "create the slot failover-enabled, so that standbys synchronise it (PostgreSQL 17+)")
 	fs.StringVar(&f.gidMode, "gid-mode", "applier", "GIDs of prepared transactions on the target: applier (walapply_<name>_<source xid>) or source (the source's GID)")
 	fs.StringVar(&c.Origin, "origin", "any", "which changes to replicate: any, or none for only those made on the source itself (PostgreSQL 16+; for bidirectional setups, see docs/TOPOLOGIES.md)")
 	fs.BoolVar(&c.Binary, "binary", false, "binary transfer of values where the source supports it (types must match exactly)")
