@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,10 +25,10 @@ type StandbyOptions struct {
 	// slots to the standby (PostgreSQL 17+): sync_replication_slots = on
 	// on the standby, and synchronized_standby_slots = Slot on the
 	// primary, so that no logical walsender of the primary sends a change
-	// the standby has not flushed. ManualSync leaves the standby's sync
-	// worker off (slots are then synchronised only by
-	// pg_sync_replication_slots() on the standby) but sets up the rest.
-	SyncSlots, ManualSync bool
+	// the standby has not flushed. NoStandbyWait leaves the latter out:
+	// the primary's logical walsenders then do not wait for the standby,
+	// which may lag behind what a subscriber applied.
+	SyncSlots, NoStandbyWait bool
 	// Settings are extra postgresql.conf parameters of the standby.
 	Settings map[string]string
 }
@@ -52,7 +55,7 @@ func (c *Cluster) StartStandby(ctx context.Context, opts StandbyOptions) (*Clust
 		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, opts.Slot); err != nil {
 		return nil, err
 	}
-	if opts.SyncSlots {
+	if opts.SyncSlots && !opts.NoStandbyWait {
 		if err := c.Exec(ctx, `ALTER SYSTEM SET synchronized_standby_slots = `+quoteConf(opts.Slot)); err != nil {
 			return nil, err
 		}
@@ -83,7 +86,7 @@ func (c *Cluster) StartStandby(ctx context.Context, opts StandbyOptions) (*Clust
 		"primary_slot_name":    opts.Slot,
 		"hot_standby_feedback": "on",
 	}
-	if opts.SyncSlots && !opts.ManualSync {
+	if opts.SyncSlots {
 		settings["sync_replication_slots"] = "on"
 	}
 	for k, v := range opts.Settings {
@@ -177,4 +180,21 @@ func NewStandby(tb testing.TB, primary *Cluster, opts StandbyOptions) *Cluster {
 	}
 	tb.Cleanup(func() { closeForTest(tb, s, "standby") })
 	return s
+}
+
+// MultiHostConnString returns a URL listing every cluster's address, in
+// order, with target_session_attrs=read-write: libpq and pgx connect to
+// the first that accepts writes, the primary of a primary and its
+// standbys, whichever it is after a promotion.
+func MultiHostConnString(db string, clusters ...*Cluster) string {
+	if db == "" {
+		db = "postgres"
+	}
+	hosts := make([]string, len(clusters))
+	for i, c := range clusters {
+		hosts[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))
+	}
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: strings.Join(hosts, ","), Path: "/" + db,
+		RawQuery: "sslmode=disable&target_session_attrs=read-write"}
+	return u.String()
 }
