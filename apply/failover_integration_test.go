@@ -337,3 +337,42 @@ func TestFailoverTwoPhase(t *testing.T) {
 		}
 	})
 }
+
+// TestFailoverStandbyWaitsForPromotion: pointed at a standby whose copy of
+// the slot is synchronised from the primary (which cannot be streamed from
+// before the promotion), walapply says so and retries instead of stopping,
+// and continues once the standby is promoted.
+func TestFailoverStandbyWaitsForPromotion(t *testing.T) {
+	t.Parallel()
+	forEachFailoverVersion(t, 17, func(t *testing.T, version int) {
+		f := newFailoverSetup(t, version, testenv.StandbyOptions{}, `CREATE TABLE t (id int PRIMARY KEY)`)
+		h := f.h
+		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
+		stop := h.runApplier(f.cfg)
+		h.waitCaughtUp("fo", time.Minute)
+		h.source(`INSERT INTO t VALUES (1)`)
+		h.waitCaughtUp("fo", time.Minute)
+		f.waitSynced("fo", h.rows(f.primary, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'fo'`)[0])
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+
+		log := &secLog{}
+		cfg := h.secConfig("fo", "pub", log)
+		cfg.Source = f.standby.ConnString("postgres")
+		h.runApplier(cfg)
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(log.String(), "can be streamed from only once this standby is promoted") {
+			if err := h.applierStopped(); err != nil || time.Now().After(deadline) {
+				t.Fatalf("no word of the standby's synchronised slot (%v); log:\n%s", err, log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		h.source(`INSERT INTO t VALUES (2)`)
+		f.failover()
+		p := f.promoted()
+		p.source(`INSERT INTO t VALUES (3)`)
+		p.waitCaughtUp("fo", 2*time.Minute)
+		p.expect(tableRows("t", ""), "(1)", "(2)", "(3)")
+	})
+}
