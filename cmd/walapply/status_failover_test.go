@@ -13,8 +13,9 @@ import (
 )
 
 // TestStatusFailoverSlot: --failover creates a failover-enabled slot on
-// PostgreSQL 17+, which status shows (text and --json); before 17 the
-// start is refused by the preflight, with nothing created.
+// PostgreSQL 17+, or turns failover on for an existing one, which status
+// shows (text and --json); before 17 the start is refused by the
+// preflight, with nothing created.
 func TestStatusFailoverSlot(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
@@ -52,6 +53,20 @@ func TestStatusFailoverSlot(t *testing.T) {
 		sl := rep.Appliers[0].Source.Slot
 		if sl.Failover == nil || !*sl.Failover || sl.Synced == nil || *sl.Synced {
 			t.Errorf("status --json: failover %v, synced %v; want true, false", sl.Failover, sl.Synced)
+		}
+
+		// An existing slot created without failover gets it.
+		statusMust(t, pair.Source.Exec(ctx, "SELECT pg_create_logical_replication_slot('plain_slot', 'pgoutput')"))
+		r, err = apply.Start(ctx, apply.Config{Source: source, Target: target, Slot: "plain_slot", Failover: true,
+			Publications: []string{"p"}, Name: "plain", FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
+			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		statusMust(t, err)
+		statusMust(t, r.WaitCaughtUp(ctx))
+		statusMust(t, r.Stop())
+		for _, a := range statusJSON(t, ctx, "--target", target, "--source", source).Appliers {
+			if sl := a.Source.Slot; a.Name == "plain" && (sl == nil || sl.Failover == nil || !*sl.Failover) {
+				t.Errorf("slot plain_slot: %+v, want failover turned on", sl)
+			}
 		}
 	})
 }
