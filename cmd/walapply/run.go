@@ -53,7 +53,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&c.Origin, "origin", "any", "which changes to replicate: any, or none for only those made on the source itself (PostgreSQL 16+; for bidirectional setups, see docs/TOPOLOGIES.md)")
 	fs.BoolVar(&c.Binary, "binary", false, "binary transfer of values where the source supports it (types must match exactly)")
 	fs.StringVar(&c.SpillDir, "spill-dir", "", "directory for spilled streamed transactions")
-	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "accept a source timeline other than the recorded one (after a failover)")
+	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "continue on a source timeline that lacks transactions the target applied (a refused failover; logged as a warning)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 10*time.Second, "how often to log a progress line (0: never)")
 	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
 	fs.StringVar(&f.onConflict, "on-conflict", "", "conflict policies, kind=policy[,...]: kinds insert_exists, update_exists, update_missing, delete_missing; policies error, skip, apply (default: insert_exists=error,update_exists=error,update_missing=skip,delete_missing=skip)")
