@@ -139,5 +139,18 @@ func TestTimelineChangeFollowed(t *testing.T) {
 		if !strings.Contains(log.String(), `"level":"warn"`) || !strings.Contains(log.String(), "OVERRIDING") || !strings.Contains(log.String(), end) {
 			t.Errorf("no warning saying what --allow-timeline-change overrode; log:\n%s", log)
 		}
+
+		// A new timeline whose history file is gone from the source's
+		// pg_wal cannot be checked: refused, saying so.
+		newTimeline(t, h, h.pair.Source)
+		if err := os.Remove(filepath.Join(h.pair.Source.DataDir(), "pg_wal", "00000004.history")); err != nil {
+			t.Fatal(err)
+		}
+		cfg.AllowTimelineChange = false
+		err = secRun(t, cfg)
+		if !errors.Is(err, apply.ErrWrongSource) || apply.IsTransient(err) || !strings.Contains(err.Error(), "timeline history could not be read") {
+			t.Fatalf("want a permanent ErrWrongSource about the unreadable history, got %v", err)
+		}
+		t.Logf("refused: %v", err)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -159,14 +160,14 @@ func (s *session) compareTimelines(ctx context.Context, sw *timelineSwitch) (pro
 	cfg := s.cfg
 	current, err := s.source.TimelineHistory(ctx, sw.to)
 	if err != nil {
-		return timelineUnreadable(cfg.Name, sw, err), nil
+		return timelineUnreadable(cfg.Name, sw, err)
 	}
 	past, found := historyOf(current, sw.to, sw.from)
 	if !found {
 		// Not an ancestor: a sibling branch, or a source restored to
 		// an older timeline. Its own history tells where they part.
 		if past, err = s.source.TimelineHistory(ctx, sw.from); err != nil {
-			return timelineUnreadable(cfg.Name, sw, err), nil
+			return timelineUnreadable(cfg.Name, sw, err)
 		}
 	}
 	sw.at = sharedUntil(ancestry(past, sw.from), ancestry(current, sw.to))
@@ -177,12 +178,18 @@ func (s *session) compareTimelines(ctx context.Context, sw *timelineSwitch) (pro
 }
 
 // timelineUnreadable is the problem of a timeline history the source did
-// not give.
-func timelineUnreadable(applier string, sw *timelineSwitch, err error) error {
+// not give: the file missing from the source's pg_wal (58P01, which
+// IsTransient counts as the server's I/O trouble) or not parsing is a
+// problem, a lost connection an error to retry.
+func timelineUnreadable(applier string, sw *timelineSwitch, err error) (problem error, _ error) {
+	var pgErr *pgconn.PgError
+	if !(errors.As(err, &pgErr) && pgErr.Code == "58P01") && !errors.Is(err, protocol.ErrTimelineHistory) {
+		return nil, err
+	}
 	return fmt.Errorf("%w: applier %q replicates from timeline %d, and the source is on timeline %d, but its timeline history could not be read (%v), "+
 		"so walapply cannot tell whether the transactions the target applied (up to %s) are in the source's history; "+
 		"if you know they are (compare the history files in the source's pg_wal), start once with --allow-timeline-change",
-		ErrWrongSource, applier, sw.from, sw.to, err, sw.progress)
+		ErrWrongSource, applier, sw.from, sw.to, err, sw.progress), nil
 }
 
 // recordTimeline records the timeline the preflight decided to follow and
