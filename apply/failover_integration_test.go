@@ -59,14 +59,15 @@ func (f *failoverSetup) promoted() *harness {
 // slot only once the slot's catalog_xmin is one the standby protects too,
 // which takes the slot's consumer decoding a running-transactions record
 // written after the standby started (the primary writes one every 15
-// seconds): the wait writes them.
+// seconds): the wait writes them. Until then the standby's copy is
+// temporary (and dropped at a promotion), though marked synced.
 func (f *failoverSetup) waitSynced(slot, lsn string) {
 	f.h.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		f.h.exec(f.primary, `SELECT pg_log_standby_snapshot()`)
 		got := f.h.rows(f.standby, fmt.Sprintf(`SELECT count(*)::text FROM pg_replication_slots
-			WHERE slot_name = '%s' AND synced AND confirmed_flush_lsn >= '%s'`, slot, lsn))
+			WHERE slot_name = '%s' AND synced AND NOT temporary AND confirmed_flush_lsn >= '%s'`, slot, lsn))
 		if got[0] == "1" {
 			return
 		}
@@ -369,6 +370,11 @@ func TestFailoverStandbyWaitsForPromotion(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		h.source(`INSERT INTO t VALUES (2)`)
+		for deadline := time.Now().Add(time.Minute); h.rows(f.standby, `SELECT count(*)::text FROM t`)[0] != "2"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the standby did not replay row 2")
+			}
+		}
 		f.failover()
 		p := f.promoted()
 		p.source(`INSERT INTO t VALUES (3)`)
