@@ -69,9 +69,10 @@ type Config struct {
 	// faults through state.FaultFS).
 	SpillDir string
 	SpillFS  state.FS
-	// AllowTimelineChange accepts a source whose timeline differs from the
-	// one recorded for this applier (after a failover to a promoted standby
-	// of the same cluster).
+	// AllowTimelineChange continues on a source timeline that the start
+	// refuses (timeline.go: its history lacks transactions the target
+	// applied, or cannot be read), with a warning saying so. A new
+	// timeline that contains everything applied is followed without it.
 	AllowTimelineChange bool
 
 	// GroupCommit folds consecutive source transactions into one target
