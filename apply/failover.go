@@ -66,8 +66,8 @@ func checkFailover(ctx context.Context, s *session, f *preflightFacts) ([]error,
 		// Checked on 17.10: it accepts both options on one slot, but its
 		// slot synchronisation copies two_phase without two_phase_at
 		// (18 copies both).
-		cfg.Logger.Warn().Str("slot", cfg.Slot).Msg("--failover with --two-phase on PostgreSQL 17: the server accepts both, but its standbys' copy of the slot lacks the position from which " +
-			"prepared transactions are decoded at PREPARE (two_phase_at, synchronised from 18 on), so a transaction prepared before the slot was created and committed after a failover may arrive as COMMIT PREPARED alone")
+		cfg.Logger.Warn().Str("slot", cfg.Slot).Msg("--failover with --two-phase on PostgreSQL 17: the server accepts both, but its standbys copy the slot's two_phase flag " +
+			"without two_phase_at, the position from which prepared transactions are decoded at PREPARE (synchronised from 18 on, where failover with two-phase is tested)")
 	}
 	return nil, nil
 }
