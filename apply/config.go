@@ -35,6 +35,10 @@ type Config struct {
 	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming string
 	TwoPhase  bool
+	// Failover creates the slot failover-enabled (PostgreSQL 17+), or
+	// enables failover on an existing one, so that standbys synchronise it
+	// (see failover.go).
+	Failover bool
 	// GIDMode chooses the GIDs of prepared transactions on the target (see
 	// twophase.Mode); the default derives them from Name and the source xid.
 	GIDMode twophase.Mode
@@ -65,9 +69,10 @@ type Config struct {
 	// faults through state.FaultFS).
 	SpillDir string
 	SpillFS  state.FS
-	// AllowTimelineChange accepts a source whose timeline differs from the
-	// one recorded for this applier (after a failover to a promoted standby
-	// of the same cluster).
+	// AllowTimelineChange continues on a source timeline that the start
+	// refuses (timeline.go: its history lacks transactions the target
+	// applied, or cannot be read), with a warning saying so. A new
+	// timeline that contains everything applied is followed without it.
 	AllowTimelineChange bool
 
 	// GroupCommit folds consecutive source transactions into one target

@@ -292,7 +292,7 @@ func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.
 	if err != nil {
 		return 0, "", fmt.Errorf("recording the initial copy in walapply.copies on the target: %w", err)
 	}
-	info, err := c.rc.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "export"})
+	info, err := c.rc.CreateSlot(ctx, cfg.Slot, slotOptions(cfg, "export"))
 	if err != nil {
 		return 0, "", fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
 	}

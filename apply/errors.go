@@ -155,6 +155,9 @@ func IsTransient(err error) bool {
 	if errors.Is(err, protocol.ErrStreamEnded) {
 		return true // the source shut down or restarted
 	}
+	if errors.Is(err, ErrSourceIsStandby) {
+		return true // until it is promoted (failover.go)
+	}
 	// Network errors, EOFs and timeouts from a broken connection.
 	return pgconn.SafeToRetry(err) || isConnError(err)
 }

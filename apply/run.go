@@ -206,6 +206,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
+	if err := s.recordTimeline(ctx); err != nil { // timeline.go
+		return err
+	}
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
 		return err
 	}
@@ -283,12 +286,12 @@ func (s *session) connect(ctx context.Context) error {
 // initial copy, which may have created the slot itself.
 func (s *session) ensureSlot(ctx context.Context) error {
 	cfg := s.cfg
-	_, found, err := s.source.Slot(ctx, cfg.Slot)
+	st, found, err := s.source.Slot(ctx, cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
 	}
 	if found {
-		return nil
+		return s.ensureFailover(ctx, st) // failover.go
 	}
 	if !cfg.CreateSlot {
 		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
@@ -296,7 +299,7 @@ func (s *session) ensureSlot(ctx context.Context) error {
 	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
 		return err
 	}
-	info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
+	info, err := s.source.CreateSlot(ctx, cfg.Slot, slotOptions(cfg, "nothing"))
 	if err != nil {
 		return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
 	}

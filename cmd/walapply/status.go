@@ -147,6 +147,10 @@ type slotStatus struct {
 	// the applier is connected; 0 when there is no lag in bytes.
 	LagSeconds *float64   `json:"lag_seconds,omitempty"`
 	ReplyTime  *time.Time `json:"last_reply_at,omitempty"`
+	// Failover and Synced are pg_replication_slots' columns (PostgreSQL
+	// 17+; absent before): see status_failover.go.
+	Failover *bool `json:"failover,omitempty"`
+	Synced   *bool `json:"synced,omitempty"`
 }
 
 type spillStatus struct {
@@ -438,6 +442,9 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		slot.LagSeconds = &zero
 	case lagSecs != nil:
 		slot.LagSeconds = lagSecs
+	}
+	if err := readSlotFailover(ctx, conn, a.Slot, slot); err != nil { // status_failover.go
+		return nil, err
 	}
 	s.Slot = slot
 	return s, nil
