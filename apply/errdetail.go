@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,8 +63,36 @@ var (
 	precisionRE = regexp.MustCompile(`precision (\d+), scale (\d+)`)
 )
 
+// paramRE finds the parameter PostgreSQL names in the context of an
+// error converting it from its text or binary form (since PostgreSQL 13):
+// `unnamed portal parameter $2 = '...'`, `portal "p" parameter $2`.
+var paramRE = regexp.MustCompile(`parameter \$(\d+)\b`)
+
+// paramColumn returns the source column (its index) of the parameter an
+// error's context names, when the failed statement is one whose
+// parameters' columns are known (relEntry.params); -1 otherwise.
+func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
+	m := paramRE.FindStringSubmatch(pgErr.Where)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(m[1])
+	names := q.rel.params[q.sql]
+	if err != nil || n < 1 || n > len(names) {
+		return -1
+	}
+	for i, c := range q.rel.rel.Columns {
+		if c.Name == names[n-1] && q.rel.tcol[i] >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // withColumn adds to a value error from the target (SQLSTATE class 22:
-// too long, out of range, invalid syntax) the column(s) of the failed
+// too long, out of range, invalid syntax) the column it concerns: the one
+// whose parameter PostgreSQL names (paramColumn: a value its type's input
+// rejects, in a row statement), else the column(s) of the failed
 // statement's table that have the type the error names. PostgreSQL names a
 // type there, not a column, and a user facing a table of dozens of columns
 // needs the column to fix it. Other errors are returned unchanged.
@@ -72,6 +101,9 @@ func withColumn(q *queuedStmt, err error) error {
 	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
 		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") {
 		return err
+	}
+	if col := paramColumn(q, pgErr); col >= 0 {
+		return &columnError{columns: []string{quoteIdent(q.rel.rel.Columns[col].Name)}, typ: q.rel.target.Columns[q.rel.tcol[col]].TypeName, err: err}
 	}
 	typ := ""
 	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {

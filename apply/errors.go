@@ -71,7 +71,11 @@ func (e *TxnError) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
-	if h := hintFor(e.Err); h != "" {
+	if d := keyDetail(e.Err); d != "" {
+		b.WriteString(": ")
+		b.WriteString(d)
+	}
+	if h := e.hint(); h != "" {
 		b.WriteString(" (")
 		b.WriteString(h)
 		b.WriteString(")")
@@ -87,6 +91,43 @@ func (e *TxnError) Error() string {
 }
 
 func (e *TxnError) Unwrap() error { return e.Err }
+
+// keyDetail is PostgreSQL's DETAIL of a key violation (duplicate key,
+// missing referenced key): "Key (id)=(1) already exists.", which names the
+// row. Other errors' details may hold whole rows and are left out.
+func keyDetail(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "23505" && pgErr.Code != "23503") {
+		return ""
+	}
+	return pgErr.Detail
+}
+
+// hint is hintFor's advice, with the ways out of a duplicate key filled
+// in for this transaction: remove the row, skip the transaction, or let
+// the conflict policy of its kind (insert_exists, update_exists) decide.
+func (e *TxnError) hint() string {
+	var pgErr *pgconn.PgError
+	if !errors.As(e.Err, &pgErr) || pgErr.Code != "23505" {
+		return hintFor(e.Err)
+	}
+	kind := ""
+	switch e.Op {
+	case OpInsert, OpCopy:
+		kind = ConflictInsertExists
+	case OpUpdate:
+		kind = ConflictUpdateExists
+	}
+	var ways []string
+	ways = append(ways, "remove or change the target's row, then restart")
+	if e.CommitLSN != 0 && e.SkipLSN == 0 { // with a --skip-lsn in effect, Error says it below
+		ways = append(ways, fmt.Sprintf("restart with --skip-lsn %s to skip this whole transaction", e.CommitLSN))
+	}
+	if kind != "" {
+		ways = append(ways, fmt.Sprintf("restart with --on-conflict %s=skip to keep the target's row, or %s=apply to overwrite it with the source's", kind, kind))
+	}
+	return "a row with this key already exists on the target; nothing of this transaction was applied: " + strings.Join(ways, "; or ")
+}
 
 // hintFor suggests what to do about a target error.
 func hintFor(err error) string {
@@ -177,4 +218,19 @@ func isConnError(err error) bool {
 		}
 	}
 	return pgconn.Timeout(err)
+}
+
+// asPermanent gives an error that IsTransient calls permanent a
+// PermanentError in its chain, so that a caller of Run or Start tells every
+// permanent error by one test (errors.As with a *PermanentError target),
+// whatever its class: a SchemaError, a ConflictError, a TxnError around a
+// constraint violation, ErrConfig, a TLS failure, ... The text is
+// unchanged. Transient errors, nil and errors that carry one already are
+// returned as they are.
+func asPermanent(err error) error {
+	var pe *PermanentError
+	if err == nil || IsTransient(err) || errors.As(err, &pe) {
+		return err
+	}
+	return &PermanentError{Err: err}
 }

@@ -63,6 +63,9 @@ func TestPermanentErrors(t *testing.T) {
 		if apply.IsTransient(err) {
 			t.Error("a missing table is reported as transient")
 		}
+		if pe := (*apply.PermanentError)(nil); !errors.As(err, &pe) {
+			t.Errorf("missing table: no PermanentError in the chain of %v", err)
+		}
 		// Retrying changes nothing.
 		if err := runUntilError(t, cfg); err == nil {
 			t.Fatal("second run succeeded")
@@ -75,8 +78,8 @@ func TestPermanentErrors(t *testing.T) {
 		// 2. An incompatible column type.
 		h.source(`INSERT INTO typed_t VALUES (1, 'not a number')`)
 		err = runUntilError(t, cfg)
-		if !strings.Contains(err.Error(), `"public"."typed_t"`) || !strings.Contains(err.Error(), "INSERT") {
-			t.Fatalf("type mismatch: want an error naming the INSERT on public.typed_t, got %v", err)
+		if !strings.Contains(err.Error(), `INSERT on "public"."typed_t": column "v" (integer on the target)`) {
+			t.Fatalf("type mismatch: want an error naming the INSERT on public.typed_t and its column v, got %v", err)
 		}
 		t.Logf("type mismatch: %v", err)
 		h.expect(tableRows("missing_t", ""), "(1,a)")
@@ -87,8 +90,14 @@ func TestPermanentErrors(t *testing.T) {
 		h.target(`INSERT INTO dup_t VALUES (5)`)
 		h.source(`BEGIN; INSERT INTO ok_t VALUES (3); INSERT INTO dup_t VALUES (5); COMMIT;`)
 		err = runUntilError(t, cfg)
-		if !strings.Contains(err.Error(), "23505") && !strings.Contains(err.Error(), "duplicate key") {
-			t.Fatalf("duplicate key: got %v", err)
+		if !errors.As(err, &te) {
+			t.Fatalf("duplicate key: not a TxnError: %v", err)
+		}
+		for _, want := range []string{`INSERT on "public"."dup_t"`, "23505", "Key (id)=(5) already exists",
+			"--skip-lsn " + te.CommitLSN.String(), "--on-conflict insert_exists=skip", "insert_exists=apply"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("duplicate key: %q missing from %v", want, err)
+			}
 		}
 		t.Logf("duplicate key: %v", err)
 		h.expect(tableRows("ok_t", ""), "(1)", "(2)")

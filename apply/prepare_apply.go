@@ -166,7 +166,7 @@ func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error
 	ferr := a.failStmt(ctx, failed, err)
 	var te *TxnError
 	if errors.As(ferr, &te) && failed != nil && (failed.op == opCommit || failed.op == opOrigin) {
-		te.Op = "PREPARE TRANSACTION " + twophase.QuoteGID(gid)
+		te.Op = OpPrepare + " " + twophase.QuoteGID(gid)
 	}
 	if !afterSetup {
 		return ferr

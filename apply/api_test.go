@@ -1,0 +1,126 @@
+package apply
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// TestPermanentClasses: every class of error IsTransient calls permanent
+// leaves Run with a PermanentError in its chain (errors.As with a pointer
+// target), its text unchanged; transient errors do not get one.
+func TestPermanentClasses(t *testing.T) {
+	pg := func(code string) error { return &pgconn.PgError{Severity: "ERROR", Code: code, Message: "m"} }
+	permanent := map[string]error{
+		"schema":            &SchemaError{Relation: `"public"."t"`, Problem: "the target table does not exist"},
+		"txn around schema": &TxnError{Op: OpInsert, Relation: `"public"."t"`, Err: &SchemaError{Relation: `"public"."t"`, Problem: "missing"}},
+		"conflict":          &ConflictError{Kind: ConflictUpdateExists, Err: &pgconn.PgError{Code: "WA001", Message: "conflict update_exists"}},
+		"duplicate key":     &TxnError{Op: OpInsert, Err: pg("23505")},
+		"undefined table":   pg("42P01"),
+		"privilege":         pg("42501"),
+		"value":             &columnError{columns: []string{`"v"`}, typ: "integer", err: pg("22P02")},
+		"protocol order":    orderError("Commit without Begin"),
+		"config":            fmt.Errorf("%w: no slot", ErrConfig),
+		"not supported":     fmt.Errorf("%w: two-phase", ErrNotSupported),
+		"wrong source":      fmt.Errorf("%w: system id", ErrWrongSource),
+		"wrong slot":        ErrWrongSlot,
+		"origin taken":      ErrOriginTaken,
+		"slot ahead":        ErrSlotAhead,
+		"sequences missing": ErrSequencesMissing,
+		"decode":            &protocol.DecodeError{Message: protocol.MessageTypeInsert, Field: "tuple", Err: errors.New("short")},
+		"source too old":    fmt.Errorf("origin none: %w", protocol.ErrUnsupported),
+		"already permanent": &PermanentError{Err: errors.New("slot missing")},
+	}
+	permanent["tls"] = fmt.Errorf("connecting: %w", x509.UnknownAuthorityError{}) // pgconn wraps it so
+	for name, err := range permanent {
+		if IsTransient(err) {
+			t.Errorf("%s: IsTransient is true; the table is wrong", name)
+			continue
+		}
+		wrapped := fmt.Errorf("during a session: %w", err)
+		got := asPermanent(wrapped)
+		var pe *PermanentError
+		if !errors.As(got, &pe) {
+			t.Errorf("%s: no PermanentError in the chain of %v", name, got)
+		}
+		if got.Error() != wrapped.Error() {
+			t.Errorf("%s: the text changed: %q, was %q", name, got, wrapped)
+		}
+		if !errors.Is(got, err) {
+			t.Errorf("%s: the original error is no longer in the chain", name)
+		}
+	}
+	for name, err := range map[string]error{
+		"refused":   fmt.Errorf("connecting: %w", syscall.ECONNREFUSED),
+		"deadlock":  pg("40P01"),
+		"shutdown":  pg("57P01"),
+		"no answer": nil,
+	} {
+		var pe *PermanentError
+		if got := asPermanent(err); got != err || errors.As(got, &pe) {
+			t.Errorf("%s: a transient error became %#v", name, got)
+		}
+	}
+}
+
+// TestOpNames: every operation has one spelling, SQL's, in capitals, in
+// opKind's names, TxnError.Op and the messages that name an operation;
+// never the protocol message's name ("Insert").
+func TestOpNames(t *testing.T) {
+	for _, c := range []struct {
+		op   opKind
+		want string
+	}{
+		{opBegin, OpBegin}, {opInsert, OpInsert}, {opUpdate, OpUpdate}, {opDelete, OpDelete},
+		{opTruncate, OpTruncate}, {opOrigin, OpOriginProgress}, {opCommit, OpCommit}, {opCopy, OpCopy},
+	} {
+		if c.op.String() != c.want {
+			t.Errorf("opKind %d is %q, want %q", c.op, c.op, c.want)
+		}
+	}
+	for _, c := range []struct {
+		msg  protocol.MessageType
+		kind byte
+		want string
+	}{
+		{protocol.MessageTypeInsert, 'I', "INSERT"},
+		{protocol.MessageTypeUpdate, 'U', "UPDATE"},
+		{protocol.MessageTypeUpdate, 'G', "UPDATE"},
+		{protocol.MessageTypeDelete, 'D', "DELETE"},
+		{protocol.MessageTypeTruncate, 0, "TRUNCATE"},
+	} {
+		if got := opOf(c.msg).String(); got != c.want {
+			t.Errorf("the op of a %s message is %q, want %q", c.msg, got, c.want)
+		}
+		if c.kind != 0 {
+			if got := opOfKind(c.kind).String(); got != c.want {
+				t.Errorf("the op of statement kind %c is %q, want %q", c.kind, got, c.want)
+			}
+		}
+		if strings.ToUpper(c.want) != c.want || c.msg.String() == c.want {
+			t.Fatalf("the table is wrong for %s", c.want)
+		}
+	}
+	e := &relEntry{rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
+	short := &protocol.TupleData{Columns: make([]protocol.TupleColumn, 1)}
+	for _, c := range []struct {
+		op    opKind
+		which string
+		want  string
+	}{
+		{opInsert, "", `INSERT on "public"."t": its tuple has 1 columns`},
+		{opUpdate, "new", `UPDATE on "public"."t": its new tuple has 1 columns`},
+		{opDelete, "old", `DELETE on "public"."t": its old tuple has 1 columns`},
+	} {
+		err := checkWidth(e, short, c.op, c.which)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocolOrder) {
+			t.Errorf("checkWidth(%s): %v; want %q", c.op, err, c.want)
+		}
+	}
+}
