@@ -1,12 +1,14 @@
 package apply
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
@@ -67,6 +69,12 @@ func TestPermanentClasses(t *testing.T) {
 			t.Errorf("%s: a transient error became %#v", name, got)
 		}
 	}
+	// Through Run: a configuration error.
+	err := Run(context.Background(), Config{})
+	var pe *PermanentError
+	if !errors.Is(err, ErrConfig) || !errors.As(err, &pe) {
+		t.Errorf("Run without a configuration: %v; want ErrConfig as a PermanentError", err)
+	}
 }
 
 // TestOpNames: every operation has one spelling, SQL's, in capitals, in
@@ -122,5 +130,26 @@ func TestOpNames(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocolOrder) {
 			t.Errorf("checkWidth(%s): %v; want %q", c.op, err, c.want)
 		}
+	}
+}
+
+// TestStopContextBounded: StopContext returns when its context ends, even
+// if the applier has not stopped, saying so; Stop still waits.
+func TestStopContextBounded(t *testing.T) {
+	cancelled := false
+	r := &Runner{cancel: func() { cancelled = true }, done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.StopContext(ctx)
+	if !cancelled || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not stopped") {
+		t.Fatalf("StopContext on an applier that does not stop: %v (cancelled %v); want the deadline", err, cancelled)
+	}
+	r.err = errors.New("the run's error")
+	close(r.done)
+	if err := r.StopContext(context.Background()); err != r.err {
+		t.Errorf("StopContext once stopped: %v, want Run's error", err)
+	}
+	if err := r.Stop(); err != r.err {
+		t.Errorf("Stop once stopped: %v, want Run's error", err)
 	}
 }

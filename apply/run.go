@@ -19,7 +19,7 @@ import (
 func Run(ctx context.Context, c Config) error {
 	cfg, err := c.withDefaults()
 	if err != nil {
-		return err
+		return asPermanent(err)
 	}
 	log := cfg.Logger
 	defer dropCreatedSlot(&cfg)
@@ -45,7 +45,7 @@ func Run(ctx context.Context, c Config) error {
 			continue
 		}
 		if !IsTransient(err) {
-			return err
+			return asPermanent(err) // errors.go: every permanent error carries PermanentError
 		}
 		if progressed {
 			bo.Reset()
