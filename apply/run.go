@@ -26,14 +26,21 @@ func Run(ctx context.Context, c Config) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
-	bo.MaxElapsedTime = 0 // retry transient errors for as long as it takes
+	bo.MaxElapsedTime = 0          // retry transient errors for as long as it takes
+	first := newFirstConnect(&cfg) // connect_retry.go: --connect-timeout
 	for {
-		progressed, err := runSession(ctx, &cfg)
+		sctx, release := first.sessionContext(ctx)
+		progressed, err := runSession(sctx, &cfg)
+		release()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
 			return nil
+		}
+		if perr := first.failed(sctx, err); perr != nil {
+			cfg.observeSessionEnded(perr)
+			return perr
 		}
 		cfg.observeSessionEnded(err)
 		var te *TxnError
@@ -50,8 +57,10 @@ func Run(ctx context.Context, c Config) error {
 		if progressed {
 			bo.Reset()
 		}
-		wait := bo.NextBackOff()
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("transient error; reconnecting")
+		wait, logged := first.retrying(err, bo.NextBackOff())
+		if !logged {
+			log.Warn().Err(err).Dur("retry_in", wait).Msg("transient error; reconnecting")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -185,6 +194,7 @@ func (s *session) connect(ctx context.Context) error {
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
 		return fmt.Errorf("connecting to the source: %w", err)
 	}
+	cfg.markReached() // connect_retry.go: from here on, retried for ever
 	if s.facts, err = s.preflight(ctx); err != nil {
 		return err
 	}

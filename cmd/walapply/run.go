@@ -55,6 +55,7 @@ func (f *runFlags) register(fs interface {
 	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "accept a source timeline other than the recorded one (after a failover)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 10*time.Second, "how often to log a progress line (0: never)")
 	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 0, "give up when the source and target cannot both be reached within this time at the start (0: retry for ever, logging each retry); lost connections later are always retried")
 	fs.StringVar(&f.onConflict, "on-conflict", "", "conflict policies, kind=policy[,...]: kinds insert_exists, update_exists, update_missing, delete_missing; policies error, skip, apply (default: insert_exists=error,update_exists=error,update_missing=skip,delete_missing=skip)")
 	fs.StringVar(&f.skipLSN, "skip-lsn", "", "skip the source transaction with this commit LSN (as named by an error), like ALTER SUBSCRIPTION ... SKIP")
 	fs.BoolVar(&c.NoGroupCommit, "no-group-commit", false, "apply every source transaction in a target transaction of its own")
