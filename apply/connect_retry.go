@@ -65,9 +65,8 @@ func (f *firstConnect) failed(sctx context.Context, err error) error {
 	if f.last == nil {
 		f.last = err
 	}
-	return &PermanentError{Err: fmt.Errorf("no connection within the connect timeout (--connect-timeout %s, %d attempts over %s); "+
-		"check that the server runs and listens on the host and port of the connection string (listen_addresses, port, a firewall), "+
-		"or give a longer --connect-timeout (0: retry for ever); the last attempt: %w",
+	return &PermanentError{Err: fmt.Errorf("no connection within the connect timeout (--connect-timeout %s, %d attempts over %s; "+
+		"once the cause is fixed, a longer one or 0 retries for longer or for ever); the last attempt: %w",
 		f.cfg.ConnectTimeout, max(f.attempts, 1), time.Since(f.start).Round(time.Millisecond), f.last)}
 }
 
@@ -86,7 +85,7 @@ func (f *firstConnect) retrying(err error, wait time.Duration) (time.Duration, b
 		ev = ev.Str("connect_timeout", t.String()).Str("gives_up_in", max(t-elapsed, 0).Round(time.Millisecond).String())
 	}
 	ev.Str("next_attempt_in", wait.Round(time.Millisecond).String()).
-		Msg("cannot connect yet; retrying (is the server up, are host and port right? --connect-timeout bounds this)")
+		Msg("transient error; cannot connect yet, retrying (--connect-timeout bounds this)")
 	return wait, true
 }
 

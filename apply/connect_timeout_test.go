@@ -35,7 +35,7 @@ func TestConnectTimeout(t *testing.T) {
 			t.Fatalf("Run without a connect timeout returned %v before its context ended", err)
 		}
 		out := log.String()
-		if n := strings.Count(out, "cannot connect yet; retrying"); n < 2 || !strings.Contains(out, `"elapsed":"`) || !strings.Contains(out, `"next_attempt_in":"`) {
+		if n := strings.Count(out, "transient error; cannot connect yet, retrying"); n < 2 || !strings.Contains(out, `"elapsed":"`) || !strings.Contains(out, `"next_attempt_in":"`) {
 			t.Errorf("want every retry logged with elapsed and next_attempt_in; got %d retries in:\n%s", n, out)
 		}
 	})
@@ -49,7 +49,7 @@ func TestConnectTimeout(t *testing.T) {
 		err := apply.Run(ctx, c)
 		var pe *apply.PermanentError
 		if ctx.Err() != nil || !errors.As(err, &pe) || !strings.Contains(err.Error(), "no connection within the connect timeout (--connect-timeout 1s") ||
-			!strings.Contains(err.Error(), "connection refused") {
+			!strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "nothing listens there: check that the server runs") {
 			t.Fatalf("Run with a connect timeout of 1s: %v after %s; want a PermanentError naming the timeout and the refusal", err, time.Since(start))
 		}
 		t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)

@@ -19,7 +19,14 @@ import (
 // TLS where the connection string demands it. pgconn wraps these in the
 // ConnectError that otherwise marks a retryable connection failure;
 // retrying them would loop forever (DESIGN.md invariant 5).
+//
+// Of a connection that tried several times (sslmode=prefer: with TLS, then
+// without), only the last attempt counts: the TLS refusal of the first is
+// no failure when the second went on without TLS (connect_errors.go).
 func isTLSFailure(err error) bool {
+	if attempts := connectAttempts(err); len(attempts) > 1 && attempts[len(attempts)-1] != nil {
+		err = attempts[len(attempts)-1]
+	}
 	var (
 		verify    *tls.CertificateVerificationError
 		host      x509.HostnameError

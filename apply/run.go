@@ -155,7 +155,7 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the target (%s): %w", role, secret.Error(err, cfg.Target))
+		return nil, fmt.Errorf("connecting to the target (%s): %w", role, secret.Error(explainConnect(err), cfg.Target)) // connect_errors.go
 	}
 	return conn, nil
 }
@@ -192,7 +192,7 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
-		return fmt.Errorf("connecting to the source: %w", err)
+		return fmt.Errorf("connecting to the source: %w", secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
 	cfg.markReached() // connect_retry.go: from here on, retried for ever
 	if s.facts, err = s.preflight(ctx); err != nil {
