@@ -54,6 +54,8 @@ func TestWithColumn(t *testing.T) {
 			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
 		{"another statement's parameter", &queuedStmt{op: opInsert, rel: rel, sql: "UPDATE ..."}, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $5"),
 			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"COPY names the column", &queuedStmt{op: opCopy, rel: rel}, param("22P02", `invalid input syntax for type integer: "x"`, `COPY t, line 50, column n: "x"`),
+			`column "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
 		{"numeric overflow", q, pg("22003", "numeric field overflow", "A field with precision 5, scale 2 must round to an absolute value less than 10^3."),
 			`column "amount" (numeric(5,2) on the target): ERROR: numeric field overflow (SQLSTATE 22003)`},
 		{"wrapped", q, fmt.Errorf("sending: %w", pg("22001", "value too long for type character varying(3)", "")),

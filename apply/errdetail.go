@@ -75,10 +75,24 @@ var (
 // `unnamed portal parameter $2 = '...'`, `portal "p" parameter $2`.
 var paramRE = regexp.MustCompile(`parameter \$(\d+)\b`)
 
-// paramColumn returns the source column (its index) of the parameter an
-// error's context names, when the failed statement is one whose
-// parameters' columns are known (relEntry.params); -1 otherwise.
+// copyColumnRE finds the column COPY FROM names in the context of a value
+// it rejects: `COPY t, line 50, column w: "bad"` (the target's column name,
+// unquoted).
+var copyColumnRE = regexp.MustCompile(`^COPY .*, line \d+, column (.+?)(?:: |$)`)
+
+// paramColumn returns the source column (its index) of the value an
+// error's context names: the column a COPY names, or the parameter of a
+// row statement whose parameters' columns are known (relEntry.params); -1
+// otherwise.
 func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
+	if m := copyColumnRE.FindStringSubmatch(pgErr.Where); m != nil {
+		for i, ti := range q.rel.tcol {
+			if ti >= 0 && q.rel.target.Columns[ti].Name == m[1] {
+				return i
+			}
+		}
+		return -1
+	}
 	m := paramRE.FindStringSubmatch(pgErr.Where)
 	if m == nil {
 		return -1
@@ -98,9 +112,11 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 
 // withColumn adds to a value error from the target (SQLSTATE class 22:
 // too long, out of range, invalid syntax) the column it concerns: the one
-// whose parameter PostgreSQL names (paramColumn: a value its type's input
-// rejects, in a row statement), else the column(s) of the failed
-// statement's table that have the type the error names. PostgreSQL names a
+// PostgreSQL names in the error's context (paramColumn: a value its type's
+// input rejects, in a row statement's parameter or a COPY), else the
+// column(s) of the failed statement's table that have the type the error
+// names (a multi-row statement's casts, a length or range check: the
+// error names no column then). PostgreSQL names a
 // type there, not a column, and a user facing a table of dozens of columns
 // needs the column to fix it. Other errors are returned unchanged.
 func withColumn(q *queuedStmt, err error) error {
