@@ -319,6 +319,9 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
+	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
+		te.vague = true
+	}
 	if q != nil {
 		if q.xid != 0 {
 			te.Xid, te.CommitLSN = q.xid, q.commitLSN

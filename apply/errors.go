@@ -55,6 +55,19 @@ type TxnError struct {
 	// transaction; SkipSpent says it was ignored as used already.
 	SkipLSN   protocol.LSN
 	SkipSpent bool
+	// vague: a multi-row statement of net-effect compaction failed on a
+	// value without naming its column; applied row by row (as Run's retry
+	// without grouping does) the error names it (withColumn).
+	vague bool
+}
+
+// retryUngrouped reports whether Run retries after err with grouping and
+// compaction off up to the failed transaction (te, set from err's chain):
+// once, for a failure inside a group (which rolled back the transactions
+// before it too) or a vague one, so that the error stops exactly at that
+// transaction and names what it can.
+func (c *Config) retryUngrouped(err error, te **TxnError) bool {
+	return errors.As(err, te) && ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN
 }
 
 func (e *TxnError) Error() string {

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,7 +43,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		cfg.observeSessionEnded(err)
 		var te *TxnError
-		if errors.As(err, &te) && te.Grouped && cfg.noGroupThrough < te.CommitLSN {
+		if cfg.retryUngrouped(err, &te) { // errors.go
 			// Apply what came before the failed transaction one by one,
 			// so that the error stops exactly at it (see group.go).
 			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group; retrying without grouping up to it")
