@@ -323,6 +323,9 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 		te.vague = true
 	}
 	if q != nil {
+		te.otherUnique = isOtherUnique(q.rel, err)
+	}
+	if q != nil {
 		if q.xid != 0 {
 			te.Xid, te.CommitLSN = q.xid, q.commitLSN
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -59,6 +61,9 @@ type TxnError struct {
 	// value without naming its column; applied row by row (as Run's retry
 	// without grouping does) the error names it (withColumn).
 	vague bool
+	// otherUnique: a duplicate key of a unique index other than the
+	// replica identity key, which the conflict policies do not cover.
+	otherUnique bool
 }
 
 // retryUngrouped reports whether Run retries after err with grouping and
@@ -136,10 +141,46 @@ func (e *TxnError) hint() string {
 	if e.CommitLSN != 0 && e.SkipLSN == 0 { // with a --skip-lsn in effect, Error says it below
 		ways = append(ways, fmt.Sprintf("restart with --skip-lsn %s to skip this whole transaction", e.CommitLSN))
 	}
+	note := ""
+	if e.otherUnique {
+		note = " (--on-conflict does not apply: this is another unique index than the replica identity key, which the conflict policies work on)"
+		kind = ""
+	}
 	if kind != "" {
 		ways = append(ways, fmt.Sprintf("restart with --on-conflict %s=skip to keep the target's row, or %s=apply to overwrite it with the source's", kind, kind))
 	}
-	return "a row with this key already exists on the target; nothing of this transaction was applied: " + strings.Join(ways, "; or ")
+	return "a row with this key already exists on the target; nothing of this transaction was applied: " + strings.Join(ways, "; or ") + note
+}
+
+// detailKeyRE reads the columns of a key violation's DETAIL: `Key (a,
+// b)=(1, 2) already exists.`
+var detailKeyRE = regexp.MustCompile(`^Key \((.*?)\)=\(`)
+
+// isOtherUnique reports whether a duplicate key error names other columns
+// than rel's replica identity key (a unique index the conflict policies,
+// which work on that key, do not cover). Unknown is false.
+func isOtherUnique(rel *relEntry, err error) bool {
+	var pgErr *pgconn.PgError
+	if rel == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return false
+	}
+	m := detailKeyRE.FindStringSubmatch(pgErr.Detail)
+	if m == nil {
+		return false
+	}
+	var key []string
+	for _, c := range rel.rel.Columns {
+		if c.IsKey() {
+			key = append(key, c.Name)
+		}
+	}
+	named := strings.Split(m[1], ", ")
+	for i := range named {
+		named[i] = strings.ReplaceAll(strings.Trim(named[i], `"`), `""`, `"`)
+	}
+	slices.Sort(key)
+	slices.Sort(named)
+	return len(key) > 0 && !slices.Equal(key, named)
 }
 
 // hintFor suggests what to do about a target error.
