@@ -20,9 +20,12 @@ const (
 	// a table's initial copy (--copy).
 	OpCopy        = "INSERT (COPY)"
 	OpInitialCopy = "initial copy (COPY)"
-	// OpPrepare is a two-phase PREPARE TRANSACTION (followed by its GID
-	// in TxnError.Op).
-	OpPrepare = "PREPARE TRANSACTION"
+	// OpPrepare, OpCommitPrepared and OpRollbackPrepared are two-phase
+	// transactions' statements (followed by the GID in TxnError.Op when it
+	// is known).
+	OpPrepare          = "PREPARE TRANSACTION"
+	OpCommitPrepared   = "COMMIT PREPARED"
+	OpRollbackPrepared = "ROLLBACK PREPARED"
 )
 
 // opOf names the operation of a change message: OpInsert for an Insert,
