@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -113,12 +114,23 @@ type Config struct {
 	// replicated from it yet; if the run ends before it does, the slot is
 	// dropped again (dropCreatedSlot).
 	createdSlot bool
+	// reached is set once a session of this run reached both servers
+	// (connect_retry.go); Run allocates it.
+	reached *atomic.Bool
 	// leaseBackend is the target backend of the control connection that
 	// last took the running-applier lock in this run (lease.go).
 	leaseBackend uint32
 	// newTables are the tables sessions stopped for as newly published
 	// (refresh.go).
 	newTables []relName
+
+	// ConnectTimeout bounds how long Run tries to reach the target and the
+	// source at its start: once it has passed without both answering, Run
+	// returns a PermanentError naming the last failure. 0 retries for ever,
+	// logging each retry with the time spent and the next attempt. Once
+	// both servers were reached, lost connections are retried for ever
+	// whatever its value (connect_retry.go).
+	ConnectTimeout time.Duration
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged

@@ -418,7 +418,7 @@ func connectSource(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(err, cfg.Source))
+		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
 	return conn, nil
 }

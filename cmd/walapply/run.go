@@ -59,6 +59,7 @@ func (f *runFlags) register(fs interface {
 	fs.BoolVar(&c.AllowTimelineChange, "allow-timeline-change", false, "continue on a source timeline that lacks transactions the target applied (a refused failover; logged as a warning)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 10*time.Second, "how often to log a progress line (0: never)")
 	fs.DurationVar(&c.FeedbackInterval, "feedback-interval", time.Second, "how often to confirm positions to the source")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", 0, "give up when the source and target cannot both be reached within this time at the start (0: retry for ever, logging each retry); lost connections later are always retried")
 	fs.StringVar(&f.onConflict, "on-conflict", "", "conflict policies, kind=policy[,...]: kinds insert_exists, update_exists, update_missing, delete_missing; policies error, skip, apply (default: insert_exists=error,update_exists=error,update_missing=skip,delete_missing=skip)")
 	fs.StringVar(&f.skipLSN, "skip-lsn", "", "skip the source transaction with this commit LSN (as named by an error), like ALTER SUBSCRIPTION ... SKIP")
 	fs.StringVar(&f.until, "until", "", "stop once every source transaction committed at or before this LSN is applied and durable, apply none after it, and exit 0 printing the position (\"now\": the source's current LSN when the run starts; SIGUSR1 asks a running applier for the same); for the cut-over, see docs/MIGRATION.md")
