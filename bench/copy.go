@@ -150,5 +150,8 @@ func copyRates(bytes, rows int64, d time.Duration, cpu CPU) string {
 	if cpu.Walapply > 0 && mb > 0 {
 		out += fmt.Sprintf(", walapply %.1f ms CPU/MB", cpu.Walapply.Seconds()*1000/mb)
 	}
+	if cpu.Writes > 0 {
+		out += fmt.Sprintf(", %d write(2)s", cpu.Writes)
+	}
 	return out
 }
