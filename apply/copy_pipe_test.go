@@ -190,3 +190,41 @@ func TestCopyMovesChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyMoveRowsErrors: a target that fails mid-copy ends the source
+// side, and a source that fails mid-copy fails the target's COPY, each
+// with its own error and without hanging.
+func TestCopyMoveRowsErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := testenv.NewCluster(t, testenv.Options{})
+	if err := c.Exec(ctx, `CREATE TABLE e_src AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 100000) g;
+		CREATE TABLE e_dst (id int CHECK (id <> 50000), pad text)`); err != nil {
+		t.Fatal(err)
+	}
+	connect := func() *pgconn.PgConn {
+		conn, err := pgconn.Connect(ctx, c.ConnString("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return conn
+	}
+	_, srcErr, tgtErr := moveRows(ctx, connect(), connect(), "COPY e_src TO STDOUT", "COPY e_dst FROM STDIN", newCopyPipe(nil, false))
+	var pe *pgconn.PgError
+	if !errors.As(tgtErr, &pe) || pe.Code != "23514" {
+		t.Errorf("target failing: target error %v, want the check violation", tgtErr)
+	}
+	if srcErr != nil && !errors.Is(srcErr, errCopyAborted) {
+		t.Errorf("target failing: source error %v, want none or errCopyAborted", srcErr)
+	}
+
+	_, srcErr, tgtErr = moveRows(ctx, connect(), connect(), "COPY (SELECT 1 / (id - 60000), pad FROM e_src) TO STDOUT",
+		"COPY e_dst FROM STDIN", newCopyPipe(nil, false))
+	if !errors.As(srcErr, &pe) || pe.Code != "22012" {
+		t.Errorf("source failing: source error %v, want division by zero", srcErr)
+	}
+	if tgtErr == nil {
+		t.Error("source failing: the target's COPY succeeded")
+	}
+}
