@@ -196,6 +196,10 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
 	}
 
+	if err := r.settle(ctx); err != nil {
+		res.Err = err
+		return res
+	}
 	nb, err := startNeighbours(ctx, h.opts.Neighbour, h.opts.DrainTimeout+time.Minute)
 	if err != nil {
 		res.Err = err
@@ -334,6 +338,37 @@ func (r *runEnv) decodeCeiling(ctx context.Context) (time.Duration, int64, error
 		return 0, 0, fmt.Errorf("peeking at slot %s (decode ceiling): %w", slotName, err)
 	}
 	return time.Since(start), n, nil
+}
+
+// settle waits (up to 10 s) until the backends that built the backlog or
+// filled the tables have exited on both clusters, and a moment more for
+// their postmaster to reap them: a backend reaped during the drain would
+// put its whole CPU time (the copy workload's fill: seconds) into the
+// drain's figure, through the postmaster's cutime.
+func (r *runEnv) settle(ctx context.Context) error {
+	for _, c := range []*testenv.Cluster{r.source, r.target} {
+		conn, err := c.Connect(ctx, r.db)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var others int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others)
+			if err != nil {
+				conn.Close(context.Background())
+				return fmt.Errorf("waiting for the backlog's backends to exit: %w", err)
+			}
+			if others == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		conn.Close(context.Background())
+	}
+	time.Sleep(100 * time.Millisecond)
+	return nil
 }
 
 // abbreviate shortens a statement for an error message.
