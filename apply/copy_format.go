@@ -9,34 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The initial copy's format, per table: binary when every copied column
-// has exactly the same type on the source and the target and the type's
-// binary form carries no database-local identifiers, text otherwise (or
-// always, with Config.CopyFormat "text"). Binary is cheaper to produce and
-// parse on both servers (no number or timestamp formatting), and unlike
-// the streamed changes' --binary, which trusts the user's word that the
-// types match, the copy checks it itself, column by column, so it needs no
-// flag.
-//
-// A column qualifies when, on both sides:
-//   - its type is one of PostgreSQL's own (pg_catalog, OID below 10000, the
-//     same OID on both; arrays of them included: an array's binary form
-//     names its element type's OID, so an array of a user type, whose OID
-//     differs between the clusters, would be refused by the target), or an
-//     enum of the same schema and name (its binary form is the label);
-//   - format_type with the typmod is the same (numeric(12,3) is not
-//     numeric);
-//   - it is a base, range or multirange type or enum (not a composite: a
-//     row's binary form names its columns' type OIDs), with a send function
-//     on the source and a receive function on the target;
-//   - it is not an OID alias (regclass and its kin): those are numbers in
-//     binary, names in text, and only a name means the same object on the
-//     target.
-//
-// Anything else is copied in text, as before: a domain, a composite, a
-// type of an extension, int4 into int8, timestamp into timestamptz (whose
-// binary forms are both int64 and would be read with another meaning).
-
 // copyTypesSQL reads a table's copied columns' types. $1 is the table
 // (quoted, qualified), $2 the column names.
 const copyTypesSQL = `
@@ -81,8 +53,35 @@ func readCopyTypes(ctx context.Context, conn *pgx.Conn, t *copyTable) (map[strin
 	return out, rows.Err()
 }
 
-// binaryColumn reports whether one column can be copied in binary from
-// source type s into target type d (see above).
+// binaryColumn reports whether one column can be copied in binary format
+// from source type s into target type d. The initial copy's format is
+// chosen per table (binaryCopy): binary when every copied column
+// has exactly the same type on the source and the target and the type's
+// binary form carries no database-local identifiers, text otherwise (or
+// always, with Config.CopyFormat "text"). Binary is cheaper to produce and
+// parse on both servers (no number or timestamp formatting), and unlike
+// the streamed changes' --binary, which trusts the user's word that the
+// types match, the copy checks it itself, column by column, so it needs no
+// flag.
+//
+// A column qualifies when, on both sides:
+//   - its type is one of PostgreSQL's own (pg_catalog, OID below 10000, the
+//     same OID on both; arrays of them included: an array's binary form
+//     names its element type's OID, so an array of a user type, whose OID
+//     differs between the clusters, would be refused by the target), or an
+//     enum of the same schema and name (its binary form is the label);
+//   - format_type with the typmod is the same (numeric(12,3) is not
+//     numeric);
+//   - it is a base, range or multirange type or enum (not a composite: a
+//     row's binary form names its columns' type OIDs), with a send function
+//     on the source and a receive function on the target;
+//   - it is not an OID alias (regclass and its kin): those are numbers in
+//     binary, names in text, and only a name means the same object on the
+//     target.
+//
+// Anything else is copied in text, as before: a domain, a composite, a
+// type of an extension, int4 into int8, timestamp into timestamptz (whose
+// binary forms are both int64 and would be read with another meaning).
 func binaryColumn(s, d copyColumnType) bool {
 	if s.format != d.format || s.name != d.name || s.kind != d.kind || !s.send || !d.receive {
 		return false
