@@ -13,8 +13,9 @@ type CopyProgress struct {
 	// TablesDone includes the tables an earlier, interrupted attempt
 	// copied.
 	TablesDone int
-	// Rows and Bytes (COPY text format) copied by this attempt so far,
-	// counted as they stream, committed or not.
+	// Rows and Bytes (in the COPY format of each table: binary or text,
+	// copy_format.go) copied by this attempt so far, counted as they
+	// stream, committed or not.
 	Rows, Bytes int64
 	// EstimatedRows is the source's estimate (pg_class.reltuples) of the
 	// rows this attempt copies; 0 when the source has none (tables never
@@ -63,8 +64,9 @@ func (p *copyProgress) add(bytes, rows int64) {
 
 // tableDone records a table's committed copy and tells the callback.
 func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
-	// The newline count and the target's row count agree for text COPY;
-	// the target's is authoritative.
+	// The count while streaming (newlines in text, messages in binary,
+	// copyPipe.Write) and the target's agree but for binary COPY's
+	// trailer; the target's is authoritative.
 	p.rows.Add(rows - counted)
 	p.tablesDone.Add(1)
 	s := p.snapshot(false)
