@@ -2,6 +2,8 @@ package apply
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,28 @@ type CopyProgress struct {
 	// Done: every table is copied, and streaming starts from the slot's
 	// consistent point.
 	Done bool
+	// Started is when this attempt began: a new value is a new attempt
+	// (a restarted copy, or a copy of tables published later), whose
+	// Rows and Bytes start from 0 again.
+	Started time.Time
+	// Copying are the tables being copied at this moment, by name, with
+	// what has streamed into each so far (uncommitted until the table's
+	// copy commits).
+	Copying []TableCopyProgress
+}
+
+// TableCopyProgress is one table being copied.
+type TableCopyProgress struct {
+	Table       string // schema.table, quoted as SQL needs
+	Rows, Bytes int64
+}
+
+// ObserveCopy, when Config.Observer has it, is called with the same
+// snapshots as Config.OnCopyProgress: about every second during an
+// initial copy (or a copy of tables published later), after each table,
+// and once when the copy is complete. It must return quickly.
+type CopyObserver interface {
+	ObserveCopy(CopyProgress)
 }
 
 // copyProgress counts the copy's progress for the log and the callback.
@@ -45,6 +69,31 @@ type copyProgress struct {
 	rows       atomic.Int64
 	bytes      atomic.Int64
 	mu         sync.Mutex // one OnCopyProgress call at a time
+
+	runMu   sync.Mutex
+	running map[*copyTable]*tableCount // the tables being copied
+}
+
+// tableCount is what has streamed into one table so far.
+type tableCount struct{ rows, bytes atomic.Int64 }
+
+// copying records that t's copy starts: add counts into the returned
+// tableCount until ended says that the copy ended, committed or not.
+func (p *copyProgress) copying(t *copyTable) (c *tableCount, ended func()) {
+	c = &tableCount{}
+	p.runMu.Lock()
+	if p.running == nil {
+		p.running = map[*copyTable]*tableCount{}
+	}
+	p.running[t] = c
+	p.runMu.Unlock()
+	return c, func() { p.ended(t) }
+}
+
+func (p *copyProgress) ended(t *copyTable) {
+	p.runMu.Lock()
+	delete(p.running, t)
+	p.runMu.Unlock()
 }
 
 func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *copyProgress {
@@ -56,9 +105,11 @@ func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *cop
 	return p
 }
 
-func (p *copyProgress) add(bytes, rows int64) {
+func (p *copyProgress) add(c *tableCount, bytes, rows int64) {
 	p.bytes.Add(bytes)
 	p.rows.Add(rows)
+	c.bytes.Add(bytes)
+	c.rows.Add(rows)
 }
 
 // tableDone records a table's committed copy and tells the callback.
@@ -66,6 +117,7 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 	// The newline count and the target's row count agree for text COPY;
 	// the target's is authoritative.
 	p.rows.Add(rows - counted)
+	p.ended(t)
 	p.tablesDone.Add(1)
 	s := p.snapshot(false)
 	s.Table, s.TableRows = t.String(), rows
@@ -74,7 +126,13 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 
 func (p *copyProgress) snapshot(done bool) CopyProgress {
 	s := CopyProgress{TablesTotal: p.total, TablesDone: int(p.tablesDone.Load()), Rows: p.rows.Load(), Bytes: p.bytes.Load(),
-		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done}
+		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done, Started: p.start}
+	p.runMu.Lock()
+	for t, c := range p.running {
+		s.Copying = append(s.Copying, TableCopyProgress{Table: t.String(), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
+	}
+	p.runMu.Unlock()
+	slices.SortFunc(s.Copying, func(a, b TableCopyProgress) int { return strings.Compare(a.Table, b.Table) })
 	if secs := s.Elapsed.Seconds(); secs > 0 {
 		s.RowsPerSec, s.BytesPerSec = float64(s.Rows)/secs, float64(s.Bytes)/secs
 	}
@@ -85,12 +143,18 @@ func (p *copyProgress) snapshot(done bool) CopyProgress {
 }
 
 func (p *copyProgress) call(s CopyProgress) {
-	if p.cfg.OnCopyProgress == nil {
+	o, _ := p.cfg.Observer.(CopyObserver)
+	if p.cfg.OnCopyProgress == nil && o == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cfg.OnCopyProgress(s)
+	if p.cfg.OnCopyProgress != nil {
+		p.cfg.OnCopyProgress(s)
+	}
+	if o != nil {
+		o.ObserveCopy(s)
+	}
 }
 
 // report calls OnCopyProgress about every second and logs a progress line

@@ -259,7 +259,9 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		pw.CloseWithError(err) // nil: the reader sees EOF
 		srcDone <- err
 	}()
-	counter := &copyCounter{r: pr, p: w.c.prog}
+	tc, ended := w.c.prog.copying(t) // copy_progress.go
+	defer ended()
+	counter := &copyCounter{r: pr, p: w.c.prog, tc: tc}
 	tag, tgtErr := tgt.CopyFrom(ctx, counter, t.copyInSQL())
 	if tgtErr != nil {
 		pr.CloseWithError(errCopyAborted) // unblocks the source side
@@ -298,6 +300,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 type copyCounter struct {
 	r           io.Reader
 	p           *copyProgress
+	tc          *tableCount // this table's, in p
 	bytes, rows int64
 }
 
@@ -307,7 +310,7 @@ func (c *copyCounter) Read(b []byte) (int, error) {
 		rows := int64(bytes.Count(b[:n], []byte{'\n'}))
 		c.bytes += int64(n)
 		c.rows += rows
-		c.p.add(int64(n), rows)
+		c.p.add(c.tc, int64(n), rows)
 	}
 	return n, err
 }

@@ -189,6 +189,9 @@ func gatherStatus(ctx context.Context, f statusFlags) (*statusReport, error) {
 			if rep.Appliers[i].Source, err = readSourceState(ctx, source, &rep.Appliers[i]); err != nil {
 				return nil, err
 			}
+			if err := readCopyEstimates(ctx, source, &rep.Appliers[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if f.spillDir != "" {
@@ -330,7 +333,10 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 	if err := readCopyState(ctx, conn, a); err != nil {
 		return err
 	}
-	return readTableStates(ctx, conn, a)
+	if err := readTableStates(ctx, conn, a); err != nil {
+		return err
+	}
+	return readCopyProgress(ctx, conn, a) // status_progress.go
 }
 
 // untilStatus is the stop position of an applier's latest start with
@@ -359,6 +365,7 @@ func readUntilState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error
 // copyStatus is how far an applier's initial copy (walapply run --copy) got.
 type copyStatus struct {
 	Complete   bool       `json:"complete"`
+	Running    bool       `json:"running"` // a table's copy is running now (tables[].copying)
 	TablesDone int        `json:"tables_done"`
 	Tables     int        `json:"tables"`
 	Rows       int64      `json:"rows"`

@@ -59,6 +59,8 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 		case c.FinishedAt != nil:
 			line("initial copy", "finished %s; %d of %d tables copied (%d rows), the others were published since and are copied when the applier starts",
 				c.FinishedAt.UTC().Format(time.DateTime), c.TablesDone, c.Tables, c.Rows)
+		case copying(a) > 0:
+			line("initial copy", "RUNNING: %d of %d tables done (%d rows), %d being copied now (below)", c.TablesDone, c.Tables, c.Rows, copying(a))
 		default:
 			line("initial copy", "INCOMPLETE: %d of %d tables done (%d rows); run walapply run --copy again to finish it", c.TablesDone, c.Tables, c.Rows)
 		}
