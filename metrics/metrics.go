@@ -37,6 +37,7 @@
 //	walapply_build_info{version,revision,goversion}     1: which walapply this is
 //	walapply_applier_info{name,slot,publications}       1: what it replicates (Options.Applier)
 //	walapply_copy_*                                     the initial copy: see copy.go
+//	walapply_last_error_*                               the last error that ended a session: see last_error.go
 //
 // Timestamps are Unix seconds. The receipt times are absent until the
 // first message (keepalive) of the run: an alert on their age, e.g.
@@ -149,6 +150,7 @@ type Collector struct {
 	lastMessage, lastKeepalive time.Time
 	build                      buildinfo.Info
 	copy                       copyState // copy.go
+	last                       lastError // last_error.go
 }
 
 // New returns a Collector.
@@ -199,6 +201,7 @@ func (c *Collector) SessionEnded(err error, reconnect bool) {
 		kind = "transient"
 	}
 	c.errors[kind]++
+	c.last.record(err, kind, c.opts.Now())
 	if reconnect {
 		c.reconnect++
 	}
@@ -215,6 +218,8 @@ func (c *Collector) Ready() (bool, string) {
 func (c *Collector) readyLocked() (bool, string) {
 	max := c.opts.ReadyMaxLag
 	switch {
+	case !c.connected && c.waitingReason() != "":
+		return false, c.waitingReason()
 	case !c.connected && c.copyReason() != "":
 		return false, c.copyReason()
 	case !c.connected:
@@ -275,7 +280,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descReconnects, descErrors, descBuild, descApplier} {
 		ch <- d
 	}
-	for _, d := range copyDescs() {
+	for _, d := range append(copyDescs(), descLastErrorTime, descLastErrorInfo) {
 		ch <- d
 	}
 }
@@ -294,9 +299,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range c.errors {
 		errs[k] = v
 	}
-	cs := c.copy
+	cs, le := c.copy, c.last
 	c.mu.Unlock()
 	collectCopy(&cs, ch)
+	collectLastError(&le, ch)
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
