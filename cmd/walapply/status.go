@@ -147,6 +147,10 @@ type slotStatus struct {
 	// the applier is connected; 0 when there is no lag in bytes.
 	LagSeconds *float64   `json:"lag_seconds,omitempty"`
 	ReplyTime  *time.Time `json:"last_reply_at,omitempty"`
+	// LagFrom says where LagSeconds comes from, LagNote why it is absent
+	// (status_lag.go).
+	LagFrom string `json:"lag_seconds_from,omitempty"`
+	LagNote string `json:"lag_note,omitempty"`
 }
 
 type spillStatus struct {
@@ -411,17 +415,18 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 	slot := &slotStatus{}
 	var lag, retained *int64
 	var lagSecs *float64
+	var hidden *bool // pg_stat_replication's row is there, its columns hidden from this role
 	var restart, confirmed, walStatus, plugin, database *string
 	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text, s.slot_type, s.plugin, s.database, s.active, s.active_pid,
 			s.restart_lsn::text, s.confirmed_flush_lsn::text, s.wal_status,
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)::bigint,
-			EXTRACT(epoch FROM r.flush_lag)::float8, r.reply_time
+			EXTRACT(epoch FROM r.flush_lag)::float8, r.reply_time, r.pid IS NOT NULL AND r.state IS NULL
 		FROM (SELECT 1) one
 		LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
 		LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid`, a.Slot).
 		Scan(&s.CurrentLSN, &slotType, &plugin, &database, &active, &slot.ActivePID, &restart, &confirmed, &walStatus,
-			&lag, &retained, &lagSecs, &slot.ReplyTime)
+			&lag, &retained, &lagSecs, &slot.ReplyTime, &hidden)
 	if err != nil {
 		return nil, fmt.Errorf("reading replication slot %q on the source: %w", a.Slot, err)
 	}
@@ -444,9 +449,12 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		zero := 0.0
 		slot.LagSeconds = &zero
 	case lagSecs != nil:
-		slot.LagSeconds = lagSecs
+		slot.LagSeconds, slot.LagFrom = lagSecs, lagFromView
 	}
 	s.Slot = slot
+	if slot.LagSeconds == nil && slot.Active {
+		return s, measureLag(ctx, conn, a.Slot, s, hidden != nil && *hidden) // status_lag.go
+	}
 	return s, nil
 }
 

@@ -118,13 +118,7 @@ func writeSourceText(line func(label, format string, a ...any), s *sourceStatus)
 	if sl.LagBytes != nil {
 		lag = bytesText(*sl.LagBytes)
 	}
-	lagTime := "unknown while no applier is connected"
-	if sl.LagSeconds != nil {
-		lagTime = (time.Duration(*sl.LagSeconds * float64(time.Second))).Round(time.Millisecond).String()
-	} else if sl.Active {
-		lagTime = "not measured yet"
-	}
-	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTime, orNone(sl.ConfirmedFlushLSN), s.CurrentLSN)
+	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTimeText(sl), orNone(sl.ConfirmedFlushLSN), s.CurrentLSN) // status_lag.go
 	if sl.RetainedBytes != nil {
 		line("WAL retained", "%s from %s (wal_status %s)", bytesText(*sl.RetainedBytes), orNone(sl.RestartLSN), orNone(sl.WALStatus))
 	}
