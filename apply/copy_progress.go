@@ -47,7 +47,7 @@ type CopyProgress struct {
 
 // TableCopyProgress is one table being copied.
 type TableCopyProgress struct {
-	Table       string // schema.table, quoted as SQL needs
+	Table       string // schema.table, unquoted as in log fields
 	Rows, Bytes int64
 }
 
@@ -129,7 +129,7 @@ func (p *copyProgress) snapshot(done bool) CopyProgress {
 		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done, Started: p.start}
 	p.runMu.Lock()
 	for t, c := range p.running {
-		s.Copying = append(s.Copying, TableCopyProgress{Table: t.String(), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
+		s.Copying = append(s.Copying, TableCopyProgress{Table: logRelation(t.schema, t.name), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
 	}
 	p.runMu.Unlock()
 	slices.SortFunc(s.Copying, func(a, b TableCopyProgress) int { return strings.Compare(a.Table, b.Table) })
@@ -157,11 +157,12 @@ func (p *copyProgress) call(s CopyProgress) {
 	}
 }
 
-// report calls OnCopyProgress about every second and logs a progress line
+// report calls OnCopyProgress at once and about every second and logs a progress line
 // every ProgressInterval until stopped.
 func (p *copyProgress) report(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	p.call(p.snapshot(false)) // the copy is visible from its start
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(time.Second)

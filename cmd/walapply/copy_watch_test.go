@@ -81,8 +81,8 @@ func TestCopyWatched(t *testing.T) {
 		})
 		t.Logf("held: copy_tables pending=%v copying=%v done=%v, copy_rows_total=%v, copy_table_rows{big}=%v",
 			held[`walapply_copy_tables{state="pending"}`], held[`walapply_copy_tables{state="copying"}`], held[`walapply_copy_tables{state="done"}`],
-			held["walapply_copy_rows_total"], held[`walapply_copy_table_rows{relation="\"public\".\"big\""}`])
-		if held[`walapply_copy_table_rows{relation="\"public\".\"big\""}`] < 1 || held["walapply_copy_rows_total"] < 11 ||
+			held["walapply_copy_rows_total"], held[`walapply_copy_table_rows{relation="public.big"}`])
+		if held[`walapply_copy_table_rows{relation="public.big"}`] < 1 || held["walapply_copy_rows_total"] < 11 ||
 			held["walapply_copy_bytes_total"] <= 0 || held[`walapply_copy_tables{state="pending"}`] != 0 {
 			t.Errorf("copy metrics while big is copied: %v", held)
 		}
@@ -90,6 +90,11 @@ func TestCopyWatched(t *testing.T) {
 			t.Errorf("/readyz during the copy: %d %q", code, body)
 		}
 
+		// The copy's backend waits at row 3000 (the metrics count what was
+		// sent, which may be ahead).
+		for waiting := false; !waiting; time.Sleep(20 * time.Millisecond) {
+			statusMust(t, lock.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+		}
 		// status, a process of its own, sees the running copy on the
 		// target (pg_stat_progress_copy) and the estimate on the source.
 		text, _, err := runStatus(ctx, "--target", target, "--source", source)
@@ -121,7 +126,7 @@ func TestCopyWatched(t *testing.T) {
 		if after["walapply_copy_rows_total"] != 5010 || after[`walapply_copy_tables{state="copying"}`] != 0 {
 			t.Errorf("copy metrics after the copy: %v", after)
 		}
-		if _, ok := after[`walapply_copy_table_rows{relation="\"public\".\"big\""}`]; ok {
+		if _, ok := after[`walapply_copy_table_rows{relation="public.big"}`]; ok {
 			t.Errorf("walapply_copy_table_rows after the copy: %v", after)
 		}
 		rep = statusJSON(t, ctx, "--target", target)
