@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,7 +72,7 @@ func readCopyProgress(ctx context.Context, conn *pgx.Conn, a *applierStatus) err
 		}
 	}
 	if a.Copy != nil {
-		a.Copy.Running = copying(*a) > 0
+		a.Copy.Running = copying(*a) > 0 || copySessions(*a)
 	}
 	return nil
 }
@@ -126,6 +127,17 @@ func copying(a applierStatus) int {
 		}
 	}
 	return n
+}
+
+// copySessions reports whether a copy worker of a is connected to the
+// target (its session "copy N").
+func copySessions(a applierStatus) bool {
+	for _, s := range a.Sessions {
+		if strings.HasPrefix(s.Role, "copy ") {
+			return true
+		}
+	}
+	return false
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }

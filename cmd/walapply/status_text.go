@@ -61,6 +61,8 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 				c.FinishedAt.UTC().Format(time.DateTime), c.TablesDone, c.Tables, c.Rows)
 		case copying(a) > 0:
 			line("initial copy", "RUNNING: %d of %d tables done (%d rows), %d being copied now (below)", c.TablesDone, c.Tables, c.Rows, copying(a))
+		case copySessions(a):
+			line("initial copy", "RUNNING: %d of %d tables done (%d rows); the progress of the tables being copied shows to the applier's own target role (or one with pg_read_all_stats)", c.TablesDone, c.Tables, c.Rows)
 		default:
 			line("initial copy", "INCOMPLETE: %d of %d tables done (%d rows); run walapply run --copy again to finish it", c.TablesDone, c.Tables, c.Rows)
 		}
