@@ -88,6 +88,8 @@ func TestCopyWatched(t *testing.T) {
 		}
 		if code, body := metricstest.Get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "copying 1 of 2 tables (1 done") {
 			t.Errorf("/readyz during the copy: %d %q", code, body)
+		} else {
+			t.Logf("/readyz during the copy: %d %s", code, body)
 		}
 
 		// The copy's backend waits at row 3000 (the metrics count what was
