@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -141,3 +142,36 @@ func copySessions(a applierStatus) bool {
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// copyStatus is how far an applier's initial copy (walapply run --copy) got.
+type copyStatus struct {
+	Complete   bool       `json:"complete"`
+	Running    bool       `json:"running"` // a table's copy is running now (tables[].copying)
+	TablesDone int        `json:"tables_done"`
+	Tables     int        `json:"tables"`
+	Rows       int64      `json:"rows"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// readCopyState reads the applier's initial copy, if it made one.
+func readCopyState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
+	c := &copyStatus{}
+	var pending int
+	err := conn.QueryRow(ctx, `SELECT c.started_at, c.finished_at,
+			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint,
+			count(s.*) FILTER (WHERE s.status = 'pending')::int
+		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier AND s.status IN ('pending', 'done')
+		WHERE c.applier = $1 GROUP BY c.started_at, c.finished_at`, a.Name).
+		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows, &pending)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the initial copy's state on the target: %w", err)
+	}
+	// A table published later and not copied yet keeps it incomplete.
+	c.Complete = c.FinishedAt != nil && pending == 0
+	a.Copy = c
+	return nil
+}
