@@ -61,6 +61,10 @@ func TestDecodeTemporarySlot(t *testing.T) {
 
 		run = startDecode(t, ctx, append(base, "--slot", "kept", "--create-slot")...)
 		run.waitStderr(t, ctx, "created replication slot")
+		if _, err := conn.Exec(ctx, "INSERT INTO t VALUES (2)"); err != nil {
+			t.Fatal(err)
+		}
+		run.waitFor(t, ctx, `"type":"insert"`) // streaming: a stop now is a clean one
 		if err := run.stop(ctx); err != nil {
 			t.Fatalf("decode --create-slot: %v\nstderr: %s", err, run.errOut)
 		}
