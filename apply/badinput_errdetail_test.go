@@ -28,7 +28,11 @@ func TestWithColumn(t *testing.T) {
 		}},
 		tcol: []int{0, 1, 2, -1, 4, 5}, // gen is generated on the target: never written
 	}
-	q := &queuedStmt{op: opInsert, rel: rel}
+	rel.noteParams("INSERT ...", []string{"id", "Code", "b", "amount", "n"})
+	q := &queuedStmt{op: opInsert, rel: rel, sql: "INSERT ..."}
+	param := func(code, msg, where string) error {
+		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Where: where}
+	}
 	pg := func(code, msg, detail string) error {
 		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Detail: detail}
 	}
@@ -42,6 +46,16 @@ func TestWithColumn(t *testing.T) {
 			`one of columns "Code", "b" (character varying(3) on the target): ERROR: value too long for type character varying(3) (SQLSTATE 22001)`},
 		{"invalid input", q, pg("22P02", `invalid input syntax for type integer: "x"`, ""),
 			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"invalid input, the parameter named", q, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $5 = '...'"),
+			`column "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"invalid input, a named portal's parameter", q, param("22P02", `invalid input syntax for type integer: "x"`, `portal "p" parameter $1`),
+			`column "id" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"a parameter past the columns (a conflict wrapper's)", q, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $6"),
+			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"another statement's parameter", &queuedStmt{op: opInsert, rel: rel, sql: "UPDATE ..."}, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $5"),
+			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
+		{"COPY names the column", &queuedStmt{op: opCopy, rel: rel}, param("22P02", `invalid input syntax for type integer: "x"`, `COPY t, line 50, column n: "x"`),
+			`column "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
 		{"numeric overflow", q, pg("22003", "numeric field overflow", "A field with precision 5, scale 2 must round to an absolute value less than 10^3."),
 			`column "amount" (numeric(5,2) on the target): ERROR: numeric field overflow (SQLSTATE 22003)`},
 		{"wrapped", q, fmt.Errorf("sending: %w", pg("22001", "value too long for type character varying(3)", "")),

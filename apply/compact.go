@@ -197,7 +197,7 @@ func isCompactable(e *relEntry, p ConflictPolicies) bool {
 func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if checkWidth(e, &m.New, "Insert") != nil {
+		if checkWidth(e, &m.New, opInsert, "") != nil {
 			return false
 		}
 		t := c.table(e)
@@ -216,7 +216,7 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 			return false // a duplicate key: let the target say so, in order
 		}
 	case *protocol.Update:
-		if checkWidth(e, &m.New, "new") != nil || (m.OldKind != 0 && checkWidth(e, &m.Old, "old") != nil) {
+		if checkWidth(e, &m.New, opUpdate, "new") != nil || (m.OldKind != 0 && checkWidth(e, &m.Old, opUpdate, "old") != nil) {
 			return false
 		}
 		c.keyBuf = rowKey(c.keyBuf, e, &m.New)
@@ -239,7 +239,7 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 			return false // updating a row deleted in this group
 		}
 	case *protocol.Delete:
-		if checkWidth(e, &m.Old, "old") != nil {
+		if checkWidth(e, &m.Old, opDelete, "old") != nil {
 			return false
 		}
 		t := c.table(e)

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -92,14 +93,15 @@ func (a *Applier) addCell(x cell) {
 }
 
 // multiStatement returns the prepared statement of a multi-row shape.
-func (a *Applier) multiStatement(ctx context.Context, e *relEntry, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+func (a *Applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.stmts[shape]; ok {
 		return sd, nil
 	}
 	sql, oids := build()
 	sd, err := a.sess.statementFor(ctx, sql, oids)
 	if err != nil {
-		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
+			Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
 	e.stmts[shape] = sd
 	return sd, nil
@@ -171,7 +173,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		elems = e.elemTypes(nil, cols, arrs)
 	}
 	return each(rows, len(cols), func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, opInsert, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
 			var oids []uint32
@@ -281,7 +283,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, set)
 	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, opUpdate, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, set, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
@@ -321,7 +323,7 @@ func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, nil)
 	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, opDelete, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, nil, conflict != "")
 			var b strings.Builder
 			if conflict != "" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -35,6 +36,10 @@ type Config struct {
 	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming string
 	TwoPhase  bool
+	// Failover creates the slot failover-enabled (PostgreSQL 17+), or
+	// enables failover on an existing one, so that standbys synchronise it
+	// (see failover.go).
+	Failover bool
 	// GIDMode chooses the GIDs of prepared transactions on the target (see
 	// twophase.Mode); the default derives them from Name and the source xid.
 	GIDMode twophase.Mode
@@ -65,9 +70,10 @@ type Config struct {
 	// faults through state.FaultFS).
 	SpillDir string
 	SpillFS  state.FS
-	// AllowTimelineChange accepts a source whose timeline differs from the
-	// one recorded for this applier (after a failover to a promoted standby
-	// of the same cluster).
+	// AllowTimelineChange continues on a source timeline that the start
+	// refuses (timeline.go: its history lacks transactions the target
+	// applied, or cannot be read), with a warning saying so. A new
+	// timeline that contains everything applied is followed without it.
 	AllowTimelineChange bool
 
 	// GroupCommit folds consecutive source transactions into one target
@@ -108,12 +114,23 @@ type Config struct {
 	// replicated from it yet; if the run ends before it does, the slot is
 	// dropped again (dropCreatedSlot).
 	createdSlot bool
+	// reached is set once a session of this run reached both servers
+	// (connect_retry.go); Run allocates it.
+	reached *atomic.Bool
 	// leaseBackend is the target backend of the control connection that
 	// last took the running-applier lock in this run (lease.go).
 	leaseBackend uint32
 	// newTables are the tables sessions stopped for as newly published
 	// (refresh.go).
 	newTables []relName
+
+	// ConnectTimeout bounds how long Run tries to reach the target and the
+	// source at its start: once it has passed without both answering, Run
+	// returns a PermanentError naming the last failure. 0 retries for ever,
+	// logging each retry with the time spent and the next attempt. Once
+	// both servers were reached, lost connections are retried for ever
+	// whatever its value (connect_retry.go).
+	ConnectTimeout time.Duration
 
 	// FeedbackInterval is how often positions are confirmed to the source
 	// (default 1s). ProgressInterval is how often a progress line is logged

@@ -435,7 +435,7 @@ func (a *Applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protoco
 		oids = append(oids, recordOIDs...)
 		var err error
 		if sd, err = a.sess.statementFor(ctx, b.String(), oids); err != nil {
-			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpUpdate, Err: fmt.Errorf("preparing the statement: %w", err)}
 		}
 		e.stmts[shape] = sd
 	}

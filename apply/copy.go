@@ -292,7 +292,7 @@ func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.
 	if err != nil {
 		return 0, "", fmt.Errorf("recording the initial copy in walapply.copies on the target: %w", err)
 	}
-	info, err := c.rc.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "export"})
+	info, err := c.rc.CreateSlot(ctx, cfg.Slot, slotOptions(cfg, "export"))
 	if err != nil {
 		return 0, "", fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
 	}
@@ -418,7 +418,7 @@ func connectSource(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(err, cfg.Source))
+		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
 	return conn, nil
 }

@@ -272,7 +272,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		// The target's error, if any, only says the input was cut short.
 		return fmt.Errorf("copying table %s: reading it on the source: %w", t, srcErr)
 	case tgtErr != nil:
-		return &TxnError{Op: "initial copy (COPY)", Relation: t.String(), Err: tgtErr}
+		return &TxnError{Op: OpInitialCopy, Relation: t.String(), Err: tgtErr}
 	}
 	rows := tag.RowsAffected()
 	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,7 +19,14 @@ import (
 // TLS where the connection string demands it. pgconn wraps these in the
 // ConnectError that otherwise marks a retryable connection failure;
 // retrying them would loop forever (DESIGN.md invariant 5).
+//
+// Of a connection that tried several times (sslmode=prefer: with TLS, then
+// without), only the last attempt counts: the TLS refusal of the first is
+// no failure when the second went on without TLS (connect_errors.go).
 func isTLSFailure(err error) bool {
+	if attempts := connectAttempts(err); len(attempts) > 1 && attempts[len(attempts)-1] != nil {
+		err = attempts[len(attempts)-1]
+	}
 	var (
 		verify    *tls.CertificateVerificationError
 		host      x509.HostnameError
@@ -62,9 +70,53 @@ var (
 	precisionRE = regexp.MustCompile(`precision (\d+), scale (\d+)`)
 )
 
+// paramRE finds the parameter PostgreSQL names in the context of an
+// error converting it from its text or binary form (since PostgreSQL 13):
+// `unnamed portal parameter $2 = '...'`, `portal "p" parameter $2`.
+var paramRE = regexp.MustCompile(`parameter \$(\d+)\b`)
+
+// copyColumnRE finds the column COPY FROM names in the context of a value
+// it rejects: `COPY t, line 50, column w: "bad"` (the target's column name,
+// unquoted).
+var copyColumnRE = regexp.MustCompile(`^COPY .*, line \d+, column (.+?)(?:: |$)`)
+
+// paramColumn returns the source column (its index) of the value an
+// error's context names: the column a COPY names, or the parameter of a
+// row statement whose parameters' columns are known (relEntry.params); -1
+// otherwise.
+func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
+	if m := copyColumnRE.FindStringSubmatch(pgErr.Where); m != nil {
+		for i, ti := range q.rel.tcol {
+			if ti >= 0 && q.rel.target.Columns[ti].Name == m[1] {
+				return i
+			}
+		}
+		return -1
+	}
+	m := paramRE.FindStringSubmatch(pgErr.Where)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(m[1])
+	names := q.rel.params[q.sql]
+	if err != nil || n < 1 || n > len(names) {
+		return -1
+	}
+	for i, c := range q.rel.rel.Columns {
+		if c.Name == names[n-1] && q.rel.tcol[i] >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // withColumn adds to a value error from the target (SQLSTATE class 22:
-// too long, out of range, invalid syntax) the column(s) of the failed
-// statement's table that have the type the error names. PostgreSQL names a
+// too long, out of range, invalid syntax) the column it concerns: the one
+// PostgreSQL names in the error's context (paramColumn: a value its type's
+// input rejects, in a row statement's parameter or a COPY), else the
+// column(s) of the failed statement's table that have the type the error
+// names (a multi-row statement's casts, a length or range check: the
+// error names no column then). PostgreSQL names a
 // type there, not a column, and a user facing a table of dozens of columns
 // needs the column to fix it. Other errors are returned unchanged.
 func withColumn(q *queuedStmt, err error) error {
@@ -72,6 +124,9 @@ func withColumn(q *queuedStmt, err error) error {
 	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
 		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") {
 		return err
+	}
+	if col := paramColumn(q, pgErr); col >= 0 {
+		return &columnError{columns: []string{quoteIdent(q.rel.rel.Columns[col].Name)}, typ: q.rel.target.Columns[q.rel.tcol[col]].TypeName, err: err}
 	}
 	typ := ""
 	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -55,6 +57,22 @@ type TxnError struct {
 	// transaction; SkipSpent says it was ignored as used already.
 	SkipLSN   protocol.LSN
 	SkipSpent bool
+	// vague: a multi-row statement of net-effect compaction failed on a
+	// value without naming its column; applied row by row (as Run's retry
+	// without grouping does) the error names it (withColumn).
+	vague bool
+	// otherUnique: a duplicate key of a unique index other than the
+	// replica identity key, which the conflict policies do not cover.
+	otherUnique bool
+}
+
+// retryUngrouped reports whether Run retries after err with grouping and
+// compaction off up to the failed transaction (te, set from err's chain):
+// once, for a failure inside a group (which rolled back the transactions
+// before it too) or a vague one, so that the error stops exactly at that
+// transaction and names what it can.
+func (c *Config) retryUngrouped(err error, te **TxnError) bool {
+	return errors.As(err, te) && ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN
 }
 
 func (e *TxnError) Error() string {
@@ -71,7 +89,11 @@ func (e *TxnError) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
-	if h := hintFor(e.Err); h != "" {
+	if d := keyDetail(e.Err); d != "" {
+		b.WriteString(": ")
+		b.WriteString(d)
+	}
+	if h := e.hint(); h != "" {
 		b.WriteString(" (")
 		b.WriteString(h)
 		b.WriteString(")")
@@ -87,6 +109,79 @@ func (e *TxnError) Error() string {
 }
 
 func (e *TxnError) Unwrap() error { return e.Err }
+
+// keyDetail is PostgreSQL's DETAIL of a key violation (duplicate key,
+// missing referenced key): "Key (id)=(1) already exists.", which names the
+// row. Other errors' details may hold whole rows and are left out.
+func keyDetail(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "23505" && pgErr.Code != "23503") {
+		return ""
+	}
+	return pgErr.Detail
+}
+
+// hint is hintFor's advice, with the ways out of a duplicate key filled
+// in for this transaction: remove the row, skip the transaction, or let
+// the conflict policy of its kind (insert_exists, update_exists) decide.
+func (e *TxnError) hint() string {
+	var pgErr *pgconn.PgError
+	if !errors.As(e.Err, &pgErr) || pgErr.Code != "23505" {
+		return hintFor(e.Err)
+	}
+	kind := ""
+	switch e.Op {
+	case OpInsert, OpCopy:
+		kind = ConflictInsertExists
+	case OpUpdate:
+		kind = ConflictUpdateExists
+	}
+	var ways []string
+	ways = append(ways, "remove or change the target's row, then restart")
+	if e.CommitLSN != 0 && e.SkipLSN == 0 { // with a --skip-lsn in effect, Error says it below
+		ways = append(ways, fmt.Sprintf("restart with --skip-lsn %s to skip this whole transaction", e.CommitLSN))
+	}
+	note := ""
+	if e.otherUnique {
+		note = " (--on-conflict does not apply: this is another unique index than the replica identity key, which the conflict policies work on)"
+		kind = ""
+	}
+	if kind != "" {
+		ways = append(ways, fmt.Sprintf("restart with --on-conflict %s=skip to keep the target's row, or %s=apply to overwrite it with the source's", kind, kind))
+	}
+	return "a row with this key already exists on the target; nothing of this transaction was applied: " + strings.Join(ways, "; or ") + note
+}
+
+// detailKeyRE reads the columns of a key violation's DETAIL: `Key (a,
+// b)=(1, 2) already exists.`
+var detailKeyRE = regexp.MustCompile(`^Key \((.*?)\)=\(`)
+
+// isOtherUnique reports whether a duplicate key error names other columns
+// than rel's replica identity key (a unique index the conflict policies,
+// which work on that key, do not cover). Unknown is false.
+func isOtherUnique(rel *relEntry, err error) bool {
+	var pgErr *pgconn.PgError
+	if rel == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return false
+	}
+	m := detailKeyRE.FindStringSubmatch(pgErr.Detail)
+	if m == nil {
+		return false
+	}
+	var key []string
+	for _, c := range rel.rel.Columns {
+		if c.IsKey() {
+			key = append(key, c.Name)
+		}
+	}
+	named := strings.Split(m[1], ", ")
+	for i := range named {
+		named[i] = strings.ReplaceAll(strings.Trim(named[i], `"`), `""`, `"`)
+	}
+	slices.Sort(key)
+	slices.Sort(named)
+	return len(key) > 0 && !slices.Equal(key, named)
+}
 
 // hintFor suggests what to do about a target error.
 func hintFor(err error) string {
@@ -155,6 +250,9 @@ func IsTransient(err error) bool {
 	if errors.Is(err, protocol.ErrStreamEnded) {
 		return true // the source shut down or restarted
 	}
+	if errors.Is(err, ErrSourceIsStandby) {
+		return true // until it is promoted (failover.go)
+	}
 	// Network errors, EOFs and timeouts from a broken connection.
 	return pgconn.SafeToRetry(err) || isConnError(err)
 }
@@ -177,4 +275,19 @@ func isConnError(err error) bool {
 		}
 	}
 	return pgconn.Timeout(err)
+}
+
+// asPermanent gives an error that IsTransient calls permanent a
+// PermanentError in its chain, so that a caller of Run or Start tells every
+// permanent error by one test (errors.As with a *PermanentError target),
+// whatever its class: a SchemaError, a ConflictError, a TxnError around a
+// constraint violation, ErrConfig, a TLS failure, ... The text is
+// unchanged. Transient errors, nil and errors that carry one already are
+// returned as they are.
+func asPermanent(err error) error {
+	var pe *PermanentError
+	if err == nil || IsTransient(err) || errors.As(err, &pe) {
+		return err
+	}
+	return &PermanentError{Err: err}
 }

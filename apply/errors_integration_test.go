@@ -40,9 +40,10 @@ func TestPermanentErrors(t *testing.T) {
 		h := newHarness(t, version, nil, nil)
 		h.source(`CREATE TABLE ok_t (id int PRIMARY KEY)`, `CREATE TABLE missing_t (id int PRIMARY KEY, v text)`,
 			`CREATE TABLE typed_t (id int PRIMARY KEY, v text)`, `CREATE TABLE dup_t (id int PRIMARY KEY)`,
-			`CREATE PUBLICATION pub FOR TABLE ok_t, missing_t, typed_t, dup_t`)
+			`CREATE TABLE typed_many (id int PRIMARY KEY, v text)`,
+			`CREATE PUBLICATION pub FOR TABLE ok_t, missing_t, typed_t, dup_t, typed_many`)
 		h.target(`CREATE TABLE ok_t (id int PRIMARY KEY)`, `CREATE TABLE typed_t (id int PRIMARY KEY, v int)`,
-			`CREATE TABLE dup_t (id int PRIMARY KEY)`)
+			`CREATE TABLE dup_t (id int PRIMARY KEY)`, `CREATE TABLE typed_many (id int PRIMARY KEY, v int)`)
 		h.createSlot("perm")
 		cfg := h.config("perm", "pub")
 
@@ -63,6 +64,9 @@ func TestPermanentErrors(t *testing.T) {
 		if apply.IsTransient(err) {
 			t.Error("a missing table is reported as transient")
 		}
+		if pe := (*apply.PermanentError)(nil); !errors.As(err, &pe) {
+			t.Errorf("missing table: no PermanentError in the chain of %v", err)
+		}
 		// Retrying changes nothing.
 		if err := runUntilError(t, cfg); err == nil {
 			t.Fatal("second run succeeded")
@@ -75,20 +79,40 @@ func TestPermanentErrors(t *testing.T) {
 		// 2. An incompatible column type.
 		h.source(`INSERT INTO typed_t VALUES (1, 'not a number')`)
 		err = runUntilError(t, cfg)
-		if !strings.Contains(err.Error(), `"public"."typed_t"`) || !strings.Contains(err.Error(), "INSERT") {
-			t.Fatalf("type mismatch: want an error naming the INSERT on public.typed_t, got %v", err)
+		if !strings.Contains(err.Error(), `INSERT on "public"."typed_t": column "v" (integer on the target)`) {
+			t.Fatalf("type mismatch: want an error naming the INSERT on public.typed_t and its column v, got %v", err)
 		}
 		t.Logf("type mismatch: %v", err)
 		h.expect(tableRows("missing_t", ""), "(1,a)")
 		h.target(`ALTER TABLE typed_t ALTER COLUMN v TYPE text`)
+
+		// 2b. The same in a transaction of many rows, which net-effect
+		// compaction writes as one multi-row statement whose casts name no
+		// column: the retry row by row names it. A new applier, so that the
+		// transaction is the first of its group (a later one in a group is
+		// retried without grouping anyway).
+		h.createSlot("perm_many")
+		h.source(`INSERT INTO typed_many SELECT g, CASE WHEN g = 15 THEN 'bad' ELSE g::text END FROM generate_series(10, 19) g`)
+		err = runUntilError(t, h.config("perm_many", "pub"))
+		if !strings.Contains(err.Error(), `INSERT on "public"."typed_many": column "v" (integer on the target)`) {
+			t.Fatalf("type mismatch in a multi-row statement: want the column v named, got %v", err)
+		}
+		t.Logf("type mismatch, many rows: %v", err)
+		h.target(`ALTER TABLE typed_many ALTER COLUMN v TYPE text`)
 
 		// 3. A duplicate key on insert (insert_exists) stops with nothing of
 		// the transaction applied.
 		h.target(`INSERT INTO dup_t VALUES (5)`)
 		h.source(`BEGIN; INSERT INTO ok_t VALUES (3); INSERT INTO dup_t VALUES (5); COMMIT;`)
 		err = runUntilError(t, cfg)
-		if !strings.Contains(err.Error(), "23505") && !strings.Contains(err.Error(), "duplicate key") {
-			t.Fatalf("duplicate key: got %v", err)
+		if !errors.As(err, &te) {
+			t.Fatalf("duplicate key: not a TxnError: %v", err)
+		}
+		for _, want := range []string{`INSERT on "public"."dup_t"`, "23505", "Key (id)=(5) already exists",
+			"--skip-lsn " + te.CommitLSN.String(), "--on-conflict insert_exists=skip", "insert_exists=apply"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("duplicate key: %q missing from %v", want, err)
+			}
 		}
 		t.Logf("duplicate key: %v", err)
 		h.expect(tableRows("ok_t", ""), "(1)", "(2)")

@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"errors"
 	"maps"
 	"sync"
 	"time"
@@ -142,8 +141,7 @@ func (c *Config) observeSessionEnded(err error) {
 		return
 	}
 	var te *TxnError
-	regroup := errors.As(err, &te) && te.Grouped && c.noGroupThrough < te.CommitLSN
-	c.Observer.SessionEnded(err, regroup || IsTransient(err))
+	c.Observer.SessionEnded(err, c.retryUngrouped(err, &te) || IsTransient(err))
 }
 
 // observe is the hook in session.feedback: flushed is what was just

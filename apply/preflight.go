@@ -46,6 +46,9 @@ type preflightFacts struct {
 	// copyTodo: the initial copy is asked for and has tables to copy
 	// (checkCopyPlan); copyResume: it resumes an earlier attempt.
 	copyTodo, copyResume bool
+	// timeline is the source's change of timeline since the applier's
+	// last start, nil if none (checkSourceHistory, timeline.go).
+	timeline *timelineSwitch
 }
 
 // preflightCheck is one check of the preflight: the problems it found
@@ -59,10 +62,12 @@ type preflightCheck func(ctx context.Context, s *session, f *preflightFacts) (pr
 // replication connection takes plain SQL too) and s.cfg, and returns its
 // problems (the privilege check of privileges.go joins the list so).
 var preflightChecks = []preflightCheck{
+	checkSourceHistory, // timeline.go
 	checkWALLevel,
 	checkPublications,
 	checkSlot,
 	checkSourceOptions,
+	checkFailover, // failover.go
 	checkTwoPhase,
 	checkCopyPlan,
 	checkCopyTargets,

@@ -15,7 +15,7 @@ import (
 func (a *Applier) targetGID(xid uint32, sourceGID string) (string, error) {
 	gid, err := twophase.TargetGID(a.tp.mode, a.tp.name, xid, sourceGID)
 	if err != nil {
-		return "", &PermanentError{&TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: "choosing the target GID", Err: err}}
+		return "", &PermanentError{&TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: OpPrepare, Err: fmt.Errorf("choosing the target GID: %w", err)}}
 	}
 	return gid, nil
 }
@@ -38,7 +38,7 @@ func (a *Applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 	}
 	prepared, err := twophase.IsPrepared(ctx, a.sess.conn, gid)
 	if err != nil {
-		return false, &TxnError{Xid: xid, CommitLSN: prepareLSN, Op: "looking up the prepared transaction", Err: err}
+		return false, &TxnError{Xid: xid, CommitLSN: prepareLSN, Op: OpPrepare + " " + twophase.QuoteGID(gid), Err: fmt.Errorf("looking up whether it is prepared already: %w", err)}
 	}
 	if prepared {
 		a.log.Debug().Uint32("xid", xid).Stringer("prepare_lsn", prepareLSN).Str("gid", gid).Msg("already prepared on the target; skipped")
@@ -166,7 +166,7 @@ func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error
 	ferr := a.failStmt(ctx, failed, err)
 	var te *TxnError
 	if errors.As(ferr, &te) && failed != nil && (failed.op == opCommit || failed.op == opOrigin) {
-		te.Op = "PREPARE TRANSACTION " + twophase.QuoteGID(gid)
+		te.Op = OpPrepare + " " + twophase.QuoteGID(gid)
 	}
 	if !afterSetup {
 		return ferr
@@ -192,9 +192,9 @@ type finish struct {
 
 func (f *finish) what() string {
 	if f.commit {
-		return "COMMIT PREPARED"
+		return OpCommitPrepared
 	}
-	return "ROLLBACK PREPARED"
+	return OpRollbackPrepared
 }
 
 // finishPrepared runs COMMIT PREPARED or ROLLBACK PREPARED, with the origin

@@ -28,23 +28,24 @@ var ErrWrongSource = errors.New("apply: source does not match this applier's rec
 var ErrWrongSlot = errors.New("apply: slot does not match this applier's recorded slot")
 
 // registerApplier records this applier on the target, or checks that the
-// source and the slot are the ones recorded: pointing a replica at another
-// cluster must not silently mix data (its LSNs would mean nothing against
-// the origin's progress), and another slot begins somewhere else in the
+// slot is the one recorded: another slot begins somewhere else in the
 // source's history, so streaming it from the origin's progress would skip
-// (or repeat) whatever lies between. The publications may change from one
+// (or repeat) whatever lies between. The source itself (its system
+// identifier and timeline history: pointing a replica at another cluster
+// must not silently mix data, its LSNs would mean nothing against the
+// origin's progress) is checked by the preflight (checkSourceHistory,
+// timeline.go). The publications may change from one
 // start to the next, as with ALTER SUBSCRIPTION ... SET PUBLICATION.
 //
 // It only reads before it has checked everything, so a refused start leaves
 // the row as it was. It runs before the slot is looked up or created, so a
 // start refused for naming another slot creates no slot either.
 func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin string, sys protocol.SystemInfo) error {
-	var systemID, slot, confirmed string
-	var timeline int32
+	var slot, confirmed string
 	var copying bool
-	err := conn.QueryRow(ctx, `SELECT source_system_id, source_timeline, slot_name, coalesce(confirmed_lsn::text, ''),
+	err := conn.QueryRow(ctx, `SELECT slot_name, coalesce(confirmed_lsn::text, ''),
 			EXISTS (SELECT FROM walapply.copies c WHERE c.applier = a.name)
-		FROM walapply.appliers a WHERE name = $1`, cfg.Name).Scan(&systemID, &timeline, &slot, &confirmed, &copying)
+		FROM walapply.appliers a WHERE name = $1`, cfg.Name).Scan(&slot, &confirmed, &copying)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if err := checkOriginUnowned(ctx, conn, cfg, origin); err != nil {
@@ -59,16 +60,6 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading applier %q from walapply.appliers on the target: %w", cfg.Name, err)
-	}
-	if systemID != sys.SystemID {
-		return &PermanentError{fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source is %s; "+
-			"use another --name (and slot) for a new source, or remove the applier's row and origin from the target if you really mean to switch",
-			ErrWrongSource, cfg.Name, systemID, sys.SystemID)}
-	}
-	if timeline != sys.Timeline && !cfg.AllowTimelineChange {
-		return &PermanentError{fmt.Errorf("%w: applier %q replicates from timeline %d of cluster %s, but the source is on timeline %d; "+
-			"if the source was promoted from a standby of the same cluster and its slot carried over, run once with --allow-timeline-change",
-			ErrWrongSource, cfg.Name, timeline, systemID, sys.Timeline)}
 	}
 	if slot != cfg.Slot {
 		// An applier that never streamed nor copied (a start that failed

@@ -27,10 +27,23 @@ type relEntry struct {
 
 	// stmts caches prepared statements by shape (see shapeKey).
 	stmts map[string]*pgconn.StatementDescription
+	// params names, for the SQL of each row statement in stmts, the source
+	// column of each parameter ($1 first; parameters after them, such as
+	// a conflict wrapper's, are not columns): an error about a parameter
+	// then names its column (withColumn).
+	params map[string][]string
 
 	// compact caches compactable's answer for this entry (0: not asked
 	// yet, 1: yes, 2: no); the policies do not change within a session.
 	compact uint8
+}
+
+// noteParams records the columns of a statement's parameters.
+func (e *relEntry) noteParams(sql string, columns []string) {
+	if e.params == nil {
+		e.params = map[string][]string{}
+	}
+	e.params[sql] = columns
 }
 
 // String names the relation for messages: schema.name as the source has it.
@@ -154,7 +167,7 @@ func (c *RelationCache) mapTarget(ctx context.Context, q querier, e *relEntry) e
 // relation returns the source relation relid mapped onto its target table,
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
-func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEntry, error) {
+func (a *Applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
 	var e *relEntry
 	var err error
 	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
@@ -173,7 +186,7 @@ func (a *Applier) relation(ctx context.Context, relid uint32, op string) (*relEn
 		if e := a.rels.rels[relid]; e != nil {
 			rel = e.String()
 		}
-		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op, Err: err}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op.String(), Err: err}
 	}
 	return e, nil
 }

@@ -19,16 +19,19 @@ import (
 func Run(ctx context.Context, c Config) error {
 	cfg, err := c.withDefaults()
 	if err != nil {
-		return err
+		return asPermanent(err)
 	}
 	log := cfg.Logger
 	defer dropCreatedSlot(&cfg)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
-	bo.MaxElapsedTime = 0 // retry transient errors for as long as it takes
+	bo.MaxElapsedTime = 0          // retry transient errors for as long as it takes
+	first := newFirstConnect(&cfg) // connect_retry.go: --connect-timeout
 	for {
-		progressed, err := runSession(ctx, &cfg)
+		sctx, release := first.sessionContext(ctx)
+		progressed, err := runSession(sctx, &cfg)
+		release()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -42,9 +45,13 @@ func Run(ctx context.Context, c Config) error {
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
+		if perr := first.failed(sctx, err); perr != nil {
+			cfg.observeSessionEnded(perr)
+			return perr
+		}
 		cfg.observeSessionEnded(err)
 		var te *TxnError
-		if errors.As(err, &te) && te.Grouped && cfg.noGroupThrough < te.CommitLSN {
+		if cfg.retryUngrouped(err, &te) { // errors.go
 			// Apply what came before the failed transaction one by one,
 			// so that the error stops exactly at it (see group.go).
 			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group; retrying without grouping up to it")
@@ -52,13 +59,15 @@ func Run(ctx context.Context, c Config) error {
 			continue
 		}
 		if !IsTransient(err) {
-			return err
+			return asPermanent(err) // errors.go: every permanent error carries PermanentError
 		}
 		if progressed {
 			bo.Reset()
 		}
-		wait := bo.NextBackOff()
-		log.Warn().Err(err).Float64("retry_in_seconds", seconds(wait)).Msg("transient error; reconnecting")
+		wait, logged := first.retrying(err, bo.NextBackOff())
+		if !logged {
+			log.Warn().Err(err).Float64("retry_in_seconds", seconds(wait)).Msg("transient error; reconnecting")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -164,7 +173,7 @@ func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, er
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the target (%s): %w", role, secret.Error(err, cfg.Target))
+		return nil, fmt.Errorf("connecting to the target (%s): %w", role, secret.Error(explainConnect(err), cfg.Target)) // connect_errors.go
 	}
 	return conn, nil
 }
@@ -201,8 +210,9 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("stream")); err != nil {
-		return fmt.Errorf("connecting to the source: %w", err)
+		return fmt.Errorf("connecting to the source: %w", secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
+	cfg.markReached() // connect_retry.go: from here on, retried for ever
 	if s.facts, err = s.preflight(ctx); err != nil {
 		return err
 	}
@@ -210,6 +220,9 @@ func (s *session) connect(ctx context.Context) error {
 
 	// Validated: from here on, things are created.
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
+		return err
+	}
+	if err := s.recordTimeline(ctx); err != nil { // timeline.go
 		return err
 	}
 	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
@@ -289,12 +302,12 @@ func (s *session) connect(ctx context.Context) error {
 // initial copy, which may have created the slot itself.
 func (s *session) ensureSlot(ctx context.Context) error {
 	cfg := s.cfg
-	_, found, err := s.source.Slot(ctx, cfg.Slot)
+	st, found, err := s.source.Slot(ctx, cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
 	}
 	if found {
-		return nil
+		return s.ensureFailover(ctx, st) // failover.go
 	}
 	if !cfg.CreateSlot {
 		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
@@ -302,7 +315,7 @@ func (s *session) ensureSlot(ctx context.Context) error {
 	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
 		return err
 	}
-	info, err := s.source.CreateSlot(ctx, cfg.Slot, protocol.SlotOptions{TwoPhase: cfg.TwoPhase, Snapshot: "nothing"})
+	info, err := s.source.CreateSlot(ctx, cfg.Slot, slotOptions(cfg, "nothing"))
 	if err != nil {
 		return fmt.Errorf("creating replication slot %q on the source: %w", cfg.Slot, err)
 	}

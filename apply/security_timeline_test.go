@@ -56,11 +56,15 @@ func newTimeline(t *testing.T, h *harness, c *testenv.Cluster) {
 	}
 }
 
-// TestTimelineChangeRefused: an applier whose origin progress belongs to
-// one timeline of the source refuses the same cluster on another timeline
-// unless told (AllowTimelineChange), then follows it, the slot's changes
-// from either side of the switch included.
-func TestTimelineChangeRefused(t *testing.T) {
+// TestTimelineChangeFollowed: an applier whose origin progress belongs to
+// one timeline of the source follows the same cluster onto a new timeline
+// by itself when everything it applied is in the new timeline's history
+// (the slot's changes from either side of the switch included), and
+// records the new timeline. When the target is past the point where the
+// source's timeline left the recorded one, the start is refused with both
+// positions and the target is left as it was, unless told
+// (AllowTimelineChange), which is logged as an override.
+func TestTimelineChangeFollowed(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, nil, nil)
@@ -83,33 +87,70 @@ func TestTimelineChangeRefused(t *testing.T) {
 		}
 		h.source(`INSERT INTO t VALUES (3)`)
 
-		before := h.secOrigin("tl")
-		err := secRun(t, cfg)
-		if !errors.Is(err, apply.ErrWrongSource) || !strings.Contains(err.Error(), "timeline") || apply.IsTransient(err) {
-			t.Fatalf("want a permanent ErrWrongSource about the timeline, got %v", err)
-		}
-		t.Logf("refused: %v", err)
-		if after := h.secOrigin("tl"); after != before {
-			t.Errorf("origin moved from %s to %s", before, after)
-		}
-		h.expect(tableRows("t", ""), "(1)")
-
-		// Told, it follows the new timeline and records it.
-		cfg.AllowTimelineChange = true
+		// Everything applied (row 1) is before the switch point: followed
+		// without a flag, and the new timeline recorded.
 		stop = h.runApplier(cfg)
 		h.waitCaughtUp("tl", time.Minute)
 		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.compare(tableRows("t", "")); n != 3 {
+			t.Errorf("%d rows, want 3", n)
+		}
+		if tl := h.rows(h.pair.Target, "SELECT source_timeline::text FROM walapply.appliers WHERE name = 'tl'"); tl[0] != "2" {
+			t.Errorf("walapply.appliers.source_timeline is %s, want 2", tl[0])
+		}
+
+		// A target that holds more than the source's new timeline has (as
+		// after a promotion of a lagging standby): the origin is moved
+		// past the source's end of WAL before the next timeline begins.
+		end := h.rows(h.pair.Source, "SELECT (pg_current_wal_lsn() + 16777216)::text")[0]
+		h.target(`SELECT pg_replication_origin_advance('walapply_tl', '` + end + `')`)
+		newTimeline(t, h, h.pair.Source)
+		h.source(`INSERT INTO t VALUES (4)`)
+		err := secRun(t, cfg)
+		if !errors.Is(err, apply.ErrDiverged) || apply.IsTransient(err) || !strings.Contains(err.Error(), end) || !strings.Contains(err.Error(), "never had") {
+			t.Fatalf("want a permanent ErrDiverged naming %s, got %v", end, err)
+		}
+		t.Logf("refused: %v", err)
+		if after := h.secOrigin("tl"); after != end {
+			t.Errorf("origin moved from %s to %s", end, after)
+		}
+		if tl := h.rows(h.pair.Target, "SELECT source_timeline::text FROM walapply.appliers WHERE name = 'tl'"); tl[0] != "2" {
+			t.Errorf("the refused start recorded timeline %s", tl[0])
+		}
+		h.expect(tableRows("t", ""), "(1)", "(2)", "(3)")
+
+		// Told, it starts, and says loudly what it overrides.
+		log := &secLog{}
+		cfg = h.secConfig("tl", "pub", log)
+		cfg.AllowTimelineChange = true
+		stop = h.runApplier(cfg)
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(log.String(), `"message":"replicating"`) {
+			if err := h.applierStopped(); err != nil || time.Now().After(deadline) {
+				t.Fatalf("the overridden start did not replicate (%v); log:\n%s", err, log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(log.String(), `"level":"warn"`) || !strings.Contains(log.String(), "OVERRIDING") || !strings.Contains(log.String(), end) {
+			t.Errorf("no warning saying what --allow-timeline-change overrode; log:\n%s", log)
+		}
+
+		// A new timeline whose history file is gone from the source's
+		// pg_wal cannot be checked: refused, saying so.
+		newTimeline(t, h, h.pair.Source)
+		if err := os.Remove(filepath.Join(h.pair.Source.DataDir(), "pg_wal", "00000004.history")); err != nil {
 			t.Fatal(err)
 		}
 		cfg.AllowTimelineChange = false
-		stop = h.runApplier(cfg)
-		h.source(`INSERT INTO t VALUES (4)`)
-		h.waitCaughtUp("tl", time.Minute)
-		if err := stop(); err != nil {
-			t.Fatal(err)
+		err = secRun(t, cfg)
+		if !errors.Is(err, apply.ErrWrongSource) || apply.IsTransient(err) || !strings.Contains(err.Error(), "timeline history could not be read") {
+			t.Fatalf("want a permanent ErrWrongSource about the unreadable history, got %v", err)
 		}
-		if n := h.compare(tableRows("t", "")); n != 4 {
-			t.Errorf("%d rows, want 4", n)
-		}
+		t.Logf("refused: %v", err)
 	})
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
@@ -38,7 +39,7 @@ func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 	if kind == 'G' {
 		base = 'U'
 	}
-	sql, oids := buildStatement(e, base, set, match, full)
+	sql, oids, names := buildStatement(e, base, set, match, full)
 	if kind == 'G' {
 		// update_exists=skip: leave the row alone when its new key is taken.
 		sql, oids = guardNewKey(e, sql, oids)
@@ -46,9 +47,10 @@ func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
 	sd, err := a.sess.statementFor(ctx, sql, oids)
 	if err != nil {
-		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "preparing a statement", Err: err}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: opOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
 	e.stmts[string(shape)] = sd
+	e.noteParams(sql, names)
 	return sd, nil
 }
 
@@ -70,11 +72,12 @@ func appendMask(dst []byte, n int, bit func(i int) bool) []byte {
 	return dst
 }
 
-// buildStatement returns the SQL of a change of the given shape and the
-// target types of its parameters, in parameter order.
-func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32) {
+// buildStatement returns the SQL of a change of the given shape, the
+// target types of its parameters and the source column each parameter
+// carries (for errors: withColumn), in parameter order.
+func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32, []string) {
 	t := e.target
-	var cols []string
+	var cols, names []string
 	var oids []uint32
 	for i := range e.rel.Columns {
 		ti := e.tcol[i]
@@ -84,19 +87,21 @@ func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int
 		if kind == 'I' || (kind == 'U' && set.Columns[i].Kind != protocol.ColumnUnchanged) {
 			cols = append(cols, quoteIdent(t.Columns[ti].Name))
 			oids = append(oids, t.Columns[ti].TypeOID)
+			names = append(names, e.rel.Columns[i].Name)
 		}
 	}
 	if kind == 'I' {
-		return buildInsert(t.Quoted, cols), oids
+		return buildInsert(t.Quoted, cols), oids, names
 	}
 	m := make([]matchColumn, 0, len(match))
 	for _, i := range match {
 		tc := t.Columns[e.tcol[i]]
 		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full, OpSchema: tc.EqSchema})
 		oids = append(oids, tc.TypeOID)
+		names = append(names, e.rel.Columns[i].Name)
 	}
 	if kind == 'U' {
-		return buildUpdate(t.Quoted, cols, m, full, t.Partition), oids
+		return buildUpdate(t.Quoted, cols, m, full, t.Partition), oids, names
 	}
-	return buildDelete(t.Quoted, m, full, t.Partition), oids
+	return buildDelete(t.Quoted, m, full, t.Partition), oids, names
 }

@@ -41,7 +41,7 @@ const copyMinRun = 64
 // when the rows cannot be copied; the message that ended the run is left in
 // p.stash.
 func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.Insert) (bool, error) {
-	e, err := a.relation(ctx, first.RelationID, "INSERT")
+	e, err := a.relation(ctx, first.RelationID, opInsert)
 	if err != nil {
 		return false, a.fail(ctx, err)
 	}
@@ -69,7 +69,7 @@ func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		return true, a.fail(ctx, c.err)
 	}
 	if err != nil {
-		return true, a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: "INSERT (COPY)", Err: err})
+		return true, a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpCopy, Err: err})
 	}
 	return true, nil
 }

@@ -34,7 +34,7 @@ const (
 	opCopy // a run of inserts sent with COPY (target_copy.go)
 )
 
-var opNames = [...]string{"BEGIN", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "origin progress", "COMMIT", "INSERT (COPY)"}
+var opNames = [...]string{OpBegin, OpInsert, OpUpdate, OpDelete, OpTruncate, OpOriginProgress, OpCommit, OpCopy} // ops.go
 
 func (o opKind) String() string { return opNames[o] }
 
@@ -43,7 +43,8 @@ func (o opKind) String() string { return opNames[o] }
 type queuedStmt struct {
 	op        opKind
 	rel       *relEntry
-	keyStart  int // the row's key, rendered into targetSession.keys, for messages
+	sql       string // the statement's SQL, for rel.params
+	keyStart  int    // the row's key, rendered into targetSession.keys, for messages
 	keyEnd    int
 	xid       uint32       // the source transaction it belongs to
 	commitLSN protocol.LSN // ... and its commit LSN
@@ -214,7 +215,7 @@ func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.Statement
 	} else {
 		s.batch.ExecStatement(sd, params, formats, nil)
 	}
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
+	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, sql: sd.SQL, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
 	for _, p := range params {
 		s.bytes += len(p) + 8
 	}

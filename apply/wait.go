@@ -120,6 +120,7 @@ type Runner struct {
 
 	connected chan struct{} // closed at the first Connected
 	first     chan error    // receives the first session's error, if it fails before connecting
+	stats     runnerStats   // what Stats reports (runner_stats.go)
 }
 
 // Start runs Run(ctx, cfg) in a goroutine and returns once the applier
@@ -132,7 +133,8 @@ type Runner struct {
 // does. The applier runs until ctx ends or Stop is called; stop it before
 // the clusters go away (defer r.Stop()).
 //
-// cfg.Observer, if set, still sees everything.
+// Stats tells where the applier is and what it did, StopContext stops it
+// within a bound; cfg.Observer, if set, still sees everything.
 func Start(ctx context.Context, cfg Config) (*Runner, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Runner{cfg: cfg, cancel: cancel, done: make(chan struct{}), connected: make(chan struct{}), first: make(chan error, 1)}
@@ -140,13 +142,14 @@ func Start(ctx context.Context, cfg Config) (*Runner, error) {
 	go func() {
 		defer close(r.done)
 		r.err = Run(ctx, cfg)
+		r.stats.sessionEnded() // also after a clean stop, which ends with an Observe
 	}()
 	select {
 	case <-r.connected:
 		return r, nil
 	case err := <-r.first:
 		_ = r.Stop()
-		return nil, fmt.Errorf("apply: starting the applier: %w", err)
+		return nil, fmt.Errorf("apply: starting the applier: %w", asPermanent(err))
 	case <-r.done:
 		if r.err != nil {
 			return nil, fmt.Errorf("apply: starting the applier: %w", r.err)
@@ -173,9 +176,7 @@ func (r *Runner) WaitCaughtUp(ctx context.Context) error {
 // waits for it and returns Run's error: nil after a clean stop, the error
 // if it had already stopped with one. It may be called more than once.
 func (r *Runner) Stop() error {
-	r.cancel()
-	<-r.done
-	return r.err
+	return r.StopContext(context.Background())
 }
 
 // Done is closed when the applier has stopped; Err then returns Run's
@@ -200,6 +201,7 @@ type runnerObserver struct {
 }
 
 func (o *runnerObserver) Connected(start protocol.LSN) {
+	o.r.stats.connected()
 	if !o.seen {
 		o.seen = true
 		close(o.r.connected)
@@ -210,12 +212,14 @@ func (o *runnerObserver) Connected(start protocol.LSN) {
 }
 
 func (o *runnerObserver) Observe(obs Observation) {
+	o.r.stats.observe(obs)
 	if o.next != nil {
 		o.next.Observe(obs)
 	}
 }
 
 func (o *runnerObserver) SessionEnded(err error, reconnect bool) {
+	o.r.stats.sessionEnded()
 	if !o.seen {
 		o.seen = true
 		o.r.first <- err

@@ -40,6 +40,10 @@ type SlotOptions struct {
 	Snapshot string
 	// Temporary slots vanish when the connection ends.
 	Temporary bool
+	// Failover creates a failover-enabled slot (PostgreSQL 17+): physical
+	// standbys with sync_replication_slots = on keep a copy of it, which
+	// a client can stream from once the standby is promoted.
+	Failover bool
 }
 
 // SlotInfo is what CREATE_REPLICATION_SLOT returns.
@@ -101,6 +105,12 @@ func createSlotSQL(version int, name string, o SlotOptions) (string, error) {
 		if o.TwoPhase {
 			opts = append(opts, "TWO_PHASE true")
 		}
+		if o.Failover {
+			if version < MinFailoverVersion {
+				return "", failoverUnsupported(version)
+			}
+			opts = append(opts, "FAILOVER true")
+		}
 		if o.Snapshot != "" {
 			opts = append(opts, "SNAPSHOT "+quoteLiteral(o.Snapshot))
 		}
@@ -108,6 +118,9 @@ func createSlotSQL(version int, name string, o SlotOptions) (string, error) {
 			b.WriteString(" (" + strings.Join(opts, ", ") + ")")
 		}
 		return b.String(), nil
+	}
+	if o.Failover {
+		return "", failoverUnsupported(version)
 	}
 	if o.TwoPhase {
 		return "", &UnsupportedError{Option: "a two-phase slot", Need: "PostgreSQL 15 or later", Have: "source is " + versionString(version),
@@ -132,12 +145,16 @@ type SlotStatus struct {
 	Database string // "" for a physical slot
 	// TwoPhase: the slot decodes prepared transactions at PREPARE (always
 	// false before PostgreSQL 14, which has no such column).
-	TwoPhase       bool
-	Temporary      bool
-	Active         bool
-	ActivePID      int // 0 when not active
-	RestartLSN     LSN // oldest WAL the slot keeps
-	ConfirmedFlush LSN // where streaming resumes
+	TwoPhase  bool
+	Temporary bool
+	// Failover: the slot is synchronised to standbys (PostgreSQL 17+);
+	// Synced: this server is a standby (or a promoted one) whose copy of
+	// the slot was synchronised from the primary. Both false before 17.
+	Failover, Synced bool
+	Active           bool
+	ActivePID        int // 0 when not active
+	RestartLSN       LSN // oldest WAL the slot keeps
+	ConfirmedFlush   LSN // where streaming resumes
 }
 
 // Slot reads a slot's row from pg_replication_slots with plain SQL, which a
@@ -150,12 +167,15 @@ func (c *ReplConn) Slot(ctx context.Context, name string) (s SlotStatus, found b
 	if err := c.ready(); err != nil {
 		return SlotStatus{}, false, err
 	}
-	twoPhase := "two_phase"
+	twoPhase, failover := "two_phase", "failover, synced"
 	if c.version < 140000 {
 		twoPhase = "false"
 	}
+	if c.version < MinFailoverVersion {
+		failover = "false, false"
+	}
 	sql := "SELECT slot_name, coalesce(plugin, ''), slot_type, coalesce(database::text, ''), " + twoPhase +
-		", temporary, active, coalesce(active_pid, 0), coalesce(restart_lsn, '0/0'), coalesce(confirmed_flush_lsn, '0/0')" +
+		", temporary, active, coalesce(active_pid, 0), coalesce(restart_lsn, '0/0'), coalesce(confirmed_flush_lsn, '0/0'), " + failover +
 		" FROM pg_catalog.pg_replication_slots WHERE slot_name = " + quoteLiteral(name)
 	res, err := c.execOne(ctx, sql)
 	if err != nil {
@@ -165,12 +185,13 @@ func (c *ReplConn) Slot(ctx context.Context, name string) (s SlotStatus, found b
 		return SlotStatus{}, false, nil
 	}
 	row := res.Rows[0]
-	if len(row) != 10 {
+	if len(row) != 12 {
 		return SlotStatus{}, false, fmt.Errorf("protocol: read replication slot %q: unexpected result shape", name)
 	}
 	s = SlotStatus{
 		Name: string(row[0]), Plugin: string(row[1]), SlotType: string(row[2]), Database: string(row[3]),
 		TwoPhase: string(row[4]) == "t", Temporary: string(row[5]) == "t", Active: string(row[6]) == "t",
+		Failover: string(row[10]) == "t", Synced: string(row[11]) == "t",
 	}
 	if _, err := fmt.Sscan(string(row[7]), &s.ActivePID); err != nil {
 		return SlotStatus{}, false, fmt.Errorf("protocol: read replication slot %q: active_pid: %w", name, err)
@@ -182,6 +203,32 @@ func (c *ReplConn) Slot(ctx context.Context, name string) (s SlotStatus, found b
 		return SlotStatus{}, false, fmt.Errorf("protocol: read replication slot %q: confirmed_flush_lsn: %w", name, err)
 	}
 	return s, true, nil
+}
+
+// MinFailoverVersion is the first server version with failover slots.
+const MinFailoverVersion = 170000
+
+func failoverUnsupported(version int) error {
+	return &UnsupportedError{Option: "a failover slot", Need: "PostgreSQL 17 or later", Have: "source is " + versionString(version),
+		Hint: "run without --failover; before 17 a logical slot does not survive a failover to a standby"}
+}
+
+// EnableFailover turns failover on for an existing slot
+// (ALTER_REPLICATION_SLOT, PostgreSQL 17+).
+func (c *ReplConn) EnableFailover(ctx context.Context, name string) error {
+	if err := ValidateSlotName(name); err != nil {
+		return err
+	}
+	if err := c.ready(); err != nil {
+		return err
+	}
+	if c.version < MinFailoverVersion {
+		return failoverUnsupported(c.version)
+	}
+	if _, err := c.pg.Exec(ctx, "ALTER_REPLICATION_SLOT "+name+" (FAILOVER true)").ReadAll(); err != nil {
+		return fmt.Errorf("protocol: enable failover on replication slot %q: %w", name, err)
+	}
+	return nil
 }
 
 // DropSlot drops a slot. With wait, an active slot is waited for instead of

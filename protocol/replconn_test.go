@@ -47,6 +47,10 @@ func TestCreateSlotSQL(t *testing.T) {
 		{140010, SlotOptions{Snapshot: "nothing"}, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput NOEXPORT_SNAPSHOT"},
 		{140010, SlotOptions{Snapshot: "use", Temporary: true}, "CREATE_REPLICATION_SLOT s TEMPORARY LOGICAL pgoutput USE_SNAPSHOT"},
 		{140010, SlotOptions{TwoPhase: true}, ""},
+		{170006, SlotOptions{Failover: true, Snapshot: "nothing"}, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (FAILOVER true, SNAPSHOT 'nothing')"},
+		{180004, SlotOptions{TwoPhase: true, Failover: true, Snapshot: "export"}, "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (TWO_PHASE true, FAILOVER true, SNAPSHOT 'export')"},
+		{160010, SlotOptions{Failover: true}, ""},
+		{140010, SlotOptions{Failover: true}, ""},
 		{180004, SlotOptions{Snapshot: "export'); DROP"}, ""},
 	} {
 		got, err := createSlotSQL(tc.version, "s", tc.o)

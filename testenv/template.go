@@ -121,6 +121,12 @@ func buildTemplate(binDir, tdir, key string, u *serverUser) error {
 // io.Copy between files uses copy_file_range, which stays in the kernel and
 // shares blocks on file systems that support it.
 func copyTree(src, dst string) error {
+	return copyTreeSkipping(src, dst, nil)
+}
+
+// copyTreeSkipping is copyTree leaving out the files and directories (with
+// their contents) for whose path relative to src skip is true.
+func copyTreeSkipping(src, dst string, skip func(rel string) bool) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -128,6 +134,12 @@ func copyTree(src, dst string) error {
 		rel, err := filepath.Rel(src, path)
 		if err != nil {
 			return err
+		}
+		if skip != nil && rel != "." && skip(rel) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()

@@ -28,6 +28,8 @@ type PairOptions struct {
 	// SourceSettings and TargetSettings are extra postgresql.conf
 	// parameters for each side (see Options.Settings).
 	SourceSettings, TargetSettings map[string]string
+	// SkipMissing: as Options.SkipMissing.
+	SkipMissing bool
 }
 
 // Pair is a source and a target cluster of the same version, as a
@@ -45,6 +47,7 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 	defer cancel()
 	c, err := Start(ctx, opts)
 	if err != nil {
+		skipMissing(tb, opts.SkipMissing, err) // locate.go
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { closeForTest(tb, c, "cluster") })
@@ -75,6 +78,7 @@ func NewPair(tb testing.TB, opts PairOptions) *Pair {
 	}
 	for i, role := range []string{"source", "target"} {
 		if errs[i] != nil {
+			skipMissing(tb, opts.SkipMissing, errs[i]) // locate.go
 			tb.Fatalf("starting the %s cluster: %v", role, errs[i])
 		}
 	}

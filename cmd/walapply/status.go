@@ -151,6 +151,10 @@ type slotStatus struct {
 	// (status_lag.go).
 	LagFrom string `json:"lag_seconds_from,omitempty"`
 	LagNote string `json:"lag_note,omitempty"`
+	// Failover and Synced are pg_replication_slots' columns (PostgreSQL
+	// 17+; absent before): see status_failover.go.
+	Failover *bool `json:"failover,omitempty"`
+	Synced   *bool `json:"synced,omitempty"`
 }
 
 type spillStatus struct {
@@ -417,6 +421,9 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		slot.LagSeconds = &zero
 	case lagSecs != nil:
 		slot.LagSeconds, slot.LagFrom = lagSecs, lagFromView
+	}
+	if err := readSlotFailover(ctx, conn, a.Slot, slot); err != nil { // status_failover.go
+		return nil, err
 	}
 	s.Slot = slot
 	if slot.LagSeconds == nil && slot.Active {

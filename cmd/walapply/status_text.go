@@ -116,6 +116,9 @@ func writeSourceText(line func(label, format string, a ...any), s *sourceStatus)
 		}
 	}
 	line("slot on source", "%s, plugin %s, database %s", state, sl.Plugin, sl.Database)
+	if sl.Failover != nil {
+		line("failover", "%s", failoverText(sl)) // status_failover.go
+	}
 	lag := "unknown"
 	if sl.LagBytes != nil {
 		lag = bytesText(*sl.LagBytes)

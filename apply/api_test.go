@@ -1,0 +1,196 @@
+package apply
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// TestPermanentClasses: every class of error IsTransient calls permanent
+// leaves Run with a PermanentError in its chain (errors.As with a pointer
+// target), its text unchanged; transient errors do not get one.
+func TestPermanentClasses(t *testing.T) {
+	pg := func(code string) error { return &pgconn.PgError{Severity: "ERROR", Code: code, Message: "m"} }
+	permanent := map[string]error{
+		"schema":            &SchemaError{Relation: `"public"."t"`, Problem: "the target table does not exist"},
+		"txn around schema": &TxnError{Op: OpInsert, Relation: `"public"."t"`, Err: &SchemaError{Relation: `"public"."t"`, Problem: "missing"}},
+		"conflict":          &ConflictError{Kind: ConflictUpdateExists, Err: &pgconn.PgError{Code: "WA001", Message: "conflict update_exists"}},
+		"duplicate key":     &TxnError{Op: OpInsert, Err: pg("23505")},
+		"undefined table":   pg("42P01"),
+		"privilege":         pg("42501"),
+		"value":             &columnError{columns: []string{`"v"`}, typ: "integer", err: pg("22P02")},
+		"protocol order":    orderError("Commit without Begin"),
+		"config":            fmt.Errorf("%w: no slot", ErrConfig),
+		"not supported":     fmt.Errorf("%w: two-phase", ErrNotSupported),
+		"wrong source":      fmt.Errorf("%w: system id", ErrWrongSource),
+		"wrong slot":        ErrWrongSlot,
+		"origin taken":      ErrOriginTaken,
+		"slot ahead":        ErrSlotAhead,
+		"sequences missing": ErrSequencesMissing,
+		"decode":            &protocol.DecodeError{Message: protocol.MessageTypeInsert, Field: "tuple", Err: errors.New("short")},
+		"source too old":    fmt.Errorf("origin none: %w", protocol.ErrUnsupported),
+		"already permanent": &PermanentError{Err: errors.New("slot missing")},
+	}
+	permanent["tls"] = fmt.Errorf("connecting: %w", x509.UnknownAuthorityError{}) // pgconn wraps it so
+	for name, err := range permanent {
+		if IsTransient(err) {
+			t.Errorf("%s: IsTransient is true; the table is wrong", name)
+			continue
+		}
+		wrapped := fmt.Errorf("during a session: %w", err)
+		got := asPermanent(wrapped)
+		var pe *PermanentError
+		if !errors.As(got, &pe) {
+			t.Errorf("%s: no PermanentError in the chain of %v", name, got)
+		}
+		if got.Error() != wrapped.Error() {
+			t.Errorf("%s: the text changed: %q, was %q", name, got, wrapped)
+		}
+		if !errors.Is(got, err) {
+			t.Errorf("%s: the original error is no longer in the chain", name)
+		}
+	}
+	for name, err := range map[string]error{
+		"refused":   fmt.Errorf("connecting: %w", syscall.ECONNREFUSED),
+		"deadlock":  pg("40P01"),
+		"shutdown":  pg("57P01"),
+		"no answer": nil,
+	} {
+		var pe *PermanentError
+		if got := asPermanent(err); got != err || errors.As(got, &pe) {
+			t.Errorf("%s: a transient error became %#v", name, got)
+		}
+	}
+	// Through Run: a configuration error.
+	err := Run(context.Background(), Config{})
+	var pe *PermanentError
+	if !errors.Is(err, ErrConfig) || !errors.As(err, &pe) {
+		t.Errorf("Run without a configuration: %v; want ErrConfig as a PermanentError", err)
+	}
+}
+
+// TestOpNames: every operation has one spelling, SQL's, in capitals, in
+// opKind's names, TxnError.Op and the messages that name an operation;
+// never the protocol message's name ("Insert").
+func TestOpNames(t *testing.T) {
+	for _, c := range []struct {
+		op   opKind
+		want string
+	}{
+		{opBegin, OpBegin}, {opInsert, OpInsert}, {opUpdate, OpUpdate}, {opDelete, OpDelete},
+		{opTruncate, OpTruncate}, {opOrigin, OpOriginProgress}, {opCommit, OpCommit}, {opCopy, OpCopy},
+	} {
+		if c.op.String() != c.want {
+			t.Errorf("opKind %d is %q, want %q", c.op, c.op, c.want)
+		}
+	}
+	for _, c := range []struct {
+		msg  protocol.MessageType
+		kind byte
+		want string
+	}{
+		{protocol.MessageTypeInsert, 'I', "INSERT"},
+		{protocol.MessageTypeUpdate, 'U', "UPDATE"},
+		{protocol.MessageTypeUpdate, 'G', "UPDATE"},
+		{protocol.MessageTypeDelete, 'D', "DELETE"},
+		{protocol.MessageTypeTruncate, 0, "TRUNCATE"},
+	} {
+		if got := opOf(c.msg).String(); got != c.want {
+			t.Errorf("the op of a %s message is %q, want %q", c.msg, got, c.want)
+		}
+		if c.kind != 0 {
+			if got := opOfKind(c.kind).String(); got != c.want {
+				t.Errorf("the op of statement kind %c is %q, want %q", c.kind, got, c.want)
+			}
+		}
+		if strings.ToUpper(c.want) != c.want || c.msg.String() == c.want {
+			t.Fatalf("the table is wrong for %s", c.want)
+		}
+	}
+	e := &relEntry{rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
+	short := &protocol.TupleData{Columns: make([]protocol.TupleColumn, 1)}
+	for _, c := range []struct {
+		op    opKind
+		which string
+		want  string
+	}{
+		{opInsert, "", `INSERT on "public"."t": its tuple has 1 columns`},
+		{opUpdate, "new", `UPDATE on "public"."t": its new tuple has 1 columns`},
+		{opDelete, "old", `DELETE on "public"."t": its old tuple has 1 columns`},
+	} {
+		err := checkWidth(e, short, c.op, c.which)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocolOrder) {
+			t.Errorf("checkWidth(%s): %v; want %q", c.op, err, c.want)
+		}
+	}
+}
+
+// TestStopContextBounded: StopContext returns when its context ends, even
+// if the applier has not stopped, saying so; Stop still waits.
+func TestStopContextBounded(t *testing.T) {
+	cancelled := false
+	r := &Runner{cancel: func() { cancelled = true }, done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.StopContext(ctx)
+	if !cancelled || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not stopped") {
+		t.Fatalf("StopContext on an applier that does not stop: %v (cancelled %v); want the deadline", err, cancelled)
+	}
+	r.err = errors.New("the run's error")
+	close(r.done)
+	if err := r.StopContext(context.Background()); err != r.err {
+		t.Errorf("StopContext once stopped: %v, want Run's error", err)
+	}
+	if err := r.Stop(); err != r.err {
+		t.Errorf("Stop once stopped: %v, want Run's error", err)
+	}
+}
+
+// TestDuplicateKeyWaysOut: a duplicate key's hint gives the commit LSN to
+// skip and the conflict kind of the operation, and leaves --on-conflict
+// out for a unique index other than the replica identity key.
+func TestDuplicateKeyWaysOut(t *testing.T) {
+	rel := &relEntry{rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
+		{Name: "id", Flags: protocol.ColumnFlagKey}, {Name: "Code"}}}}
+	dup := func(detail string) error {
+		return &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint", Detail: detail}
+	}
+	lsn := protocol.LSN(0x6AAB558)
+	for _, c := range []struct {
+		name      string
+		te        *TxnError
+		want, not []string
+	}{
+		{"insert on the key", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup("Key (id)=(1) already exists.")},
+			[]string{": Key (id)=(1) already exists.", "--skip-lsn 0/6AAB558", "--on-conflict insert_exists=skip", "insert_exists=apply"}, nil},
+		{"update on the key", &TxnError{CommitLSN: lsn, Op: OpUpdate, Err: dup("Key (id)=(1) already exists.")},
+			[]string{"--skip-lsn 0/6AAB558", "--on-conflict update_exists=skip", "update_exists=apply"}, []string{"insert_exists"}},
+		{"another unique index", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup(`Key ("Code")=(x) already exists.`), otherUnique: isOtherUnique(rel, dup(`Key ("Code")=(x) already exists.`))},
+			[]string{`Key ("Code")=(x)`, "--skip-lsn 0/6AAB558", "--on-conflict does not apply"}, []string{"insert_exists=skip"}},
+		{"a --skip-lsn in effect", &TxnError{CommitLSN: lsn, Op: OpInsert, SkipLSN: 5, Err: dup("Key (id)=(1) already exists.")},
+			[]string{"did not match this transaction: to skip this transaction, give --skip-lsn 0/6AAB558", "insert_exists=skip"}, []string{"restart with --skip-lsn"}},
+	} {
+		got := c.te.Error()
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q missing from %s", c.name, w, got)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: %q in %s", c.name, w, got)
+			}
+		}
+	}
+	if isOtherUnique(rel, dup("Key (id)=(1) already exists.")) {
+		t.Error("the replica identity key taken for another index")
+	}
+}

@@ -1,0 +1,211 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+)
+
+// Following the source through a failover (DESIGN.md invariant 9: an
+// applier is bound to its source's timeline history).
+//
+// An LSN names a place in one timeline's WAL. A promoted standby (or a
+// point-in-time recovery) starts a new timeline that shares its parent's
+// WAL up to the switch point its history file records, and writes WAL of
+// its own from there. The target's origin progress is the end of the last
+// source transaction it applied (or prepared), on the timeline recorded in
+// walapply.appliers.source_timeline: if that end is at or before the point
+// where the source's current history leaves the recorded timeline,
+// everything applied is in the new primary's history too, and streaming
+// from the origin's progress continues exactly where it stopped. If it is
+// beyond, the target holds transactions the new primary never had (the
+// standby lagged when it was promoted): no position on the new timeline
+// means "after them", and walapply refuses.
+//
+// The origin's progress is what decides, not walapply.appliers.confirmed_lsn:
+// confirmed_lsn may pass the switch point with nothing applied beyond it
+// (idle confirmations of positions without changes for the applier), which
+// costs nothing on the new timeline. Positions past the switch point mean
+// nothing there, so following a timeline brings confirmed_lsn back to the
+// switch point, and the slot position check (identity.go) keeps holding
+// the slot to what the target really has.
+
+// ErrDiverged is returned when the target holds source transactions that
+// the source's current timeline does not have.
+var ErrDiverged = errors.New("apply: the target holds transactions the source's timeline does not have")
+
+// endOfTime stands for "no switch point": a timeline's own WAL goes on.
+const endOfTime = protocol.LSN(math.MaxUint64)
+
+// ancestry is a timeline's history with the timeline itself appended, its
+// WAL running on without end: each entry owns the WAL from the previous
+// entry's switch point to its own.
+func ancestry(history []protocol.TimelineSwitch, tli int32) []protocol.TimelineSwitch {
+	return append(slices.Clone(history), protocol.TimelineSwitch{Timeline: tli, Switch: endOfTime})
+}
+
+// sharedUntil returns the position up to which two timelines' WAL is the
+// same (endOfTime for one and the same timeline), given their ancestries.
+// The ancestries agree entry by entry up to the first timeline that is
+// not the other's, or that one of them leaves earlier than the other.
+func sharedUntil(a, b []protocol.TimelineSwitch) protocol.LSN {
+	shared := protocol.InvalidLSN
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i].Timeline != b[i].Timeline {
+			return shared
+		}
+		if a[i].Switch != b[i].Switch {
+			return min(a[i].Switch, b[i].Switch)
+		}
+		shared = a[i].Switch
+	}
+	return shared
+}
+
+// historyOf returns timeline tli's history as far as current's history
+// tells it (tli is an ancestor of current, or current itself), and false
+// when tli is not in it.
+func historyOf(current []protocol.TimelineSwitch, currentTLI, tli int32) ([]protocol.TimelineSwitch, bool) {
+	if tli == currentTLI {
+		return current, true
+	}
+	for i, s := range current {
+		if s.Timeline == tli {
+			return current[:i], true
+		}
+	}
+	return nil, false
+}
+
+// timelineSwitch is what the preflight found out about a change of the
+// source's timeline since the applier's last start.
+type timelineSwitch struct {
+	from, to int32
+	// at is the position up to which the two timelines share their WAL.
+	at protocol.LSN
+	// progress is the target's origin progress it was checked against.
+	progress protocol.LSN
+}
+
+// divergedError says that the target's progress lies beyond the point where
+// the source's timeline left the recorded one, and what the operator can do.
+func divergedError(applier, origin string, sw timelineSwitch) error {
+	return fmt.Errorf("%w: applier %q applied the source's changes up to %s on timeline %d (origin %q), "+
+		"but the source's timeline %d leaves timeline %d at %s: the target holds transactions between %s and %s that the new primary never had "+
+		"(a standby that lagged behind was promoted, or the source was restored to an earlier point), and no position on timeline %d comes after them. "+
+		"Rebuild the target's published tables from the new primary (walapply drop --name %s, emptying the tables, then a start with --copy), "+
+		"or start a new applier with --copy into a fresh target; --allow-timeline-change would continue from %s and keep the difference",
+		ErrDiverged, applier, sw.progress, sw.from, origin, sw.to, sw.from, sw.at, sw.at, sw.progress, sw.to, applier, sw.progress)
+}
+
+// checkSourceHistory is the preflight's check of the source's identity
+// against the applier's recorded one: the same cluster (system
+// identifier), and a timeline whose history contains everything the target
+// applied. A new applier (no row yet) records them when it registers.
+// With AllowTimelineChange a refused timeline is accepted, with a warning
+// that says what is overridden.
+func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
+	cfg := s.cfg
+	var systemID string
+	var recorded int32
+	err := s.control.QueryRow(ctx, `SELECT source_system_id, source_timeline FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&systemID, &recorded)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading applier %q from walapply.appliers on the target: %w", cfg.Name, err)
+	}
+	if systemID != f.sys.SystemID {
+		return []error{fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source is %s; "+
+			"use another --name (and slot) for a new source, or remove the applier from the target (walapply drop --name %s) if you really mean to switch",
+			ErrWrongSource, cfg.Name, systemID, f.sys.SystemID, cfg.Name)}, nil
+	}
+	if recorded == f.sys.Timeline {
+		return nil, nil
+	}
+	sw := timelineSwitch{from: recorded, to: f.sys.Timeline}
+	if sw.progress, _, err = state.OriginProgress(ctx, s.control, s.origin, true); err != nil {
+		return nil, fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
+	}
+	problem, err := s.compareTimelines(ctx, &sw)
+	if err != nil {
+		return nil, err
+	}
+	f.timeline = &sw
+	log := cfg.Logger
+	switch {
+	case problem == nil:
+		log.Info().Int32("from_timeline", sw.from).Int32("to_timeline", sw.to).Stringer("switch_lsn", sw.at).Stringer("origin_lsn", sw.progress).
+			Msg("the source is on a new timeline that contains everything the target applied; following it")
+	case cfg.AllowTimelineChange:
+		log.Warn().Err(problem).Int32("from_timeline", sw.from).Int32("to_timeline", sw.to).
+			Msg("--allow-timeline-change: OVERRIDING the refusal of the source's new timeline; the target may keep transactions the source does not have")
+	default:
+		return []error{problem}, nil
+	}
+	return nil, nil
+}
+
+// compareTimelines fills sw.at from the source's timeline histories and
+// returns the problem, if any: the target's progress beyond it, or a
+// history that could not be read.
+func (s *session) compareTimelines(ctx context.Context, sw *timelineSwitch) (problem error, err error) {
+	cfg := s.cfg
+	current, err := s.source.TimelineHistory(ctx, sw.to)
+	if err != nil {
+		return timelineUnreadable(cfg.Name, sw, err)
+	}
+	past, found := historyOf(current, sw.to, sw.from)
+	if !found {
+		// Not an ancestor: a sibling branch, or a source restored to
+		// an older timeline. Its own history tells where they part.
+		if past, err = s.source.TimelineHistory(ctx, sw.from); err != nil {
+			return timelineUnreadable(cfg.Name, sw, err)
+		}
+	}
+	sw.at = sharedUntil(ancestry(past, sw.from), ancestry(current, sw.to))
+	if sw.progress <= sw.at {
+		return nil, nil
+	}
+	return divergedError(cfg.Name, s.origin, *sw), nil
+}
+
+// timelineUnreadable is the problem of a timeline history the source did
+// not give: the file missing from the source's pg_wal (58P01, which
+// IsTransient counts as the server's I/O trouble) or not parsing is a
+// problem, a lost connection an error to retry.
+func timelineUnreadable(applier string, sw *timelineSwitch, err error) (problem error, _ error) {
+	var pgErr *pgconn.PgError
+	if !(errors.As(err, &pgErr) && pgErr.Code == "58P01") && !errors.Is(err, protocol.ErrTimelineHistory) {
+		return nil, err
+	}
+	return fmt.Errorf("%w: applier %q replicates from timeline %d, and the source is on timeline %d, but its timeline history could not be read (%v), "+
+		"so walapply cannot tell whether the transactions the target applied (up to %s) are in the source's history; "+
+		"if you know they are (compare the history files in the source's pg_wal), start once with --allow-timeline-change",
+		ErrWrongSource, applier, sw.from, sw.to, err, sw.progress), nil
+}
+
+// recordTimeline records the timeline the preflight decided to follow and
+// brings walapply.appliers.confirmed_lsn back to the switch point: what
+// was confirmed beyond it was confirmed to another timeline. It runs after
+// the preflight, before the applier's row is otherwise updated.
+func (s *session) recordTimeline(ctx context.Context) error {
+	sw := s.facts.timeline
+	if sw == nil {
+		return nil
+	}
+	_, err := s.control.Exec(ctx, `UPDATE walapply.appliers SET source_timeline = $2,
+			confirmed_lsn = CASE WHEN confirmed_lsn > $3::text::pg_lsn THEN $3::text::pg_lsn ELSE confirmed_lsn END, updated_at = now()
+		WHERE name = $1 AND source_timeline = $4`, s.cfg.Name, sw.to, sw.at.String(), sw.from)
+	if err != nil {
+		return fmt.Errorf("recording timeline %d of the source for applier %q in walapply.appliers on the target: %w", sw.to, s.cfg.Name, err)
+	}
+	return nil
+}
