@@ -91,7 +91,9 @@ clean:
 
 # Side-by-side drain benchmark of walapply and the built-in subscriber
 # (issue 6, bench/): `make bench` is the full run (PostgreSQL 15 and 18, 3
-# runs each; long) and leaves the Markdown table in bin/benchmarks.md;
+# runs each; long), on a quiet machine and again with a CPU-bound neighbour
+# process per core beside every drain (issue 17), and leaves the Markdown
+# tables in bin/benchmarks.md and bin/benchmarks-busy.md;
 # `make bench-smoke` is a tiny run. BENCH_FLAGS adds flags, e.g.
 # BENCH_FLAGS='--versions 18 --workloads pgbench,small --runs 5'.
 BENCH_FLAGS ?=
@@ -99,5 +101,6 @@ BENCH_FLAGS ?=
 bench:
 	@mkdir -p bin
 	$(GO) run ./bench/cmd/walbench --markdown bin/benchmarks.md $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/walbench --neighbour cores --markdown bin/benchmarks-busy.md $(BENCH_FLAGS)
 bench-smoke:
 	$(GO) run ./bench/cmd/walbench --runs 1 --scale 0.01 --versions 18 $(BENCH_FLAGS)

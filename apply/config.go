@@ -56,6 +56,10 @@ type Config struct {
 	Copy           bool
 	CopyWorkers    int
 	OnCopyProgress func(CopyProgress)
+	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
+	// a table in binary where every column's type is the same on both
+	// sides, else in text (copy_format.go); "text" always in text.
+	CopyFormat string
 	// Origin filters changes by where they came from: "none" asks the
 	// source (PostgreSQL 16+) for only the changes made on it, leaving out
 	// those that were themselves replicated into it under a replication
@@ -199,6 +203,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	if err := checkTwoPhaseConfig(&cfg); err != nil {
+		return cfg, err
+	}
+	if err := checkCopyFormat(&cfg); err != nil {
 		return cfg, err
 	}
 	policies, err := cfg.Conflicts.withDefaults()

@@ -409,13 +409,17 @@ func (c *copier) finish(ctx context.Context) error {
 	return nil
 }
 
-// connectSource opens an ordinary (not replication) source connection.
-func connectSource(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
+// connectSource opens an ordinary (not replication) source connection;
+// tune, if given, adjusts its configuration first.
+func connectSource(ctx context.Context, cfg *Config, role string, tune ...func(*pgx.ConnConfig)) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(cfg.Source)
 	if err != nil {
 		return nil, fmt.Errorf("%w: source connection string: %v", ErrConfig, secret.Error(err, cfg.Source))
 	}
 	pc.RuntimeParams["application_name"] = "walapply " + cfg.Name + " " + role
+	for _, f := range tune {
+		f(pc)
+	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the source (%s): %w", role, secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go

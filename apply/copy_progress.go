@@ -15,8 +15,9 @@ type CopyProgress struct {
 	// TablesDone includes the tables an earlier, interrupted attempt
 	// copied.
 	TablesDone int
-	// Rows and Bytes (COPY text format) copied by this attempt so far,
-	// counted as they stream, committed or not.
+	// Rows and Bytes (in the COPY format of each table: binary or text,
+	// copy_format.go) copied by this attempt so far, counted as they
+	// stream, committed or not.
 	Rows, Bytes int64
 	// EstimatedRows is the source's estimate (pg_class.reltuples) of the
 	// rows this attempt copies; 0 when the source has none (tables never
@@ -108,14 +109,17 @@ func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *cop
 func (p *copyProgress) add(c *tableCount, bytes, rows int64) {
 	p.bytes.Add(bytes)
 	p.rows.Add(rows)
-	c.bytes.Add(bytes)
-	c.rows.Add(rows)
+	if c != nil {
+		c.bytes.Add(bytes)
+		c.rows.Add(rows)
+	}
 }
 
 // tableDone records a table's committed copy and tells the callback.
 func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
-	// The newline count and the target's row count agree for text COPY;
-	// the target's is authoritative.
+	// The count while streaming (newlines in text, messages in binary,
+	// copyPipe.Write) and the target's agree but for binary COPY's
+	// trailer; the target's is authoritative.
 	p.rows.Add(rows - counted)
 	p.ended(t)
 	p.tablesDone.Add(1)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,8 +48,8 @@ var (
 	}
 )
 
-// errCopyAborted ends the reading side of a table's pipe when the target
-// side failed first.
+// errCopyAborted ends the source side of a table's copy (its writes into
+// the copyPipe) when the target side failed first.
 var errCopyAborted = errors.New("apply: the target side of the copy failed")
 
 // copyTables copies tables in the snapshot exported at point, with
@@ -116,7 +115,7 @@ type copyWorker struct {
 func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, point protocol.LSN, snapshot string) error {
 	w := &copyWorker{c: c, point: point}
 	var err error
-	if w.src, err = connectSource(ctx, c.cfg, "copy "+strconv.Itoa(id)); err != nil {
+	if w.src, err = connectSource(ctx, c.cfg, "copy "+strconv.Itoa(id), bufferSourceReads); err != nil {
 		return err
 	}
 	defer w.src.Close(context.WithoutCancel(ctx))
@@ -230,7 +229,9 @@ func quoteLiteral(s string) string {
 }
 
 // copy copies one table: COPY TO on the source piped into COPY FROM on the
-// target, in a target transaction that also marks the table done.
+// target (in chunks, copyPipe; in binary format where the column types
+// allow, copy_format.go), in a target transaction that also marks the
+// table done.
 func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	start := time.Now()
 	tgt := w.tgt.PgConn()
@@ -252,21 +253,19 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		return &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
 	}
 
-	pr, pw := io.Pipe()
-	srcDone := make(chan error, 1)
-	go func() {
-		_, err := w.src.PgConn().CopyTo(ctx, pw, t.copyOutSQL())
-		pw.CloseWithError(err) // nil: the reader sees EOF
-		srcDone <- err
-	}()
-	tc, ended := w.c.prog.copying(t) // copy_progress.go
-	defer ended()
-	counter := &copyCounter{r: pr, p: w.c.prog, tc: tc}
-	tag, tgtErr := tgt.CopyFrom(ctx, counter, t.copyInSQL())
-	if tgtErr != nil {
-		pr.CloseWithError(errCopyAborted) // unblocks the source side
+	binary, err := w.binaryCopy(ctx, t)
+	if err != nil {
+		return err
 	}
-	srcErr := <-srcDone
+	outSQL, inSQL := t.copyOutSQL(), t.copyInSQL()
+	if binary {
+		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary)"
+	}
+	pipe := newCopyPipe(w.c.prog, binary)
+	var ended func()
+	pipe.tc, ended = w.c.prog.copying(t) // copy_progress.go: the table's rows so far
+	defer ended()
+	tag, srcErr, tgtErr := moveRows(ctx, w.src.PgConn(), tgt, outSQL, inSQL, pipe)
 	switch {
 	case srcErr != nil && !errors.Is(srcErr, errCopyAborted):
 		// The target's error, if any, only says the input was cut short.
@@ -278,7 +277,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,
 		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
-		w.c.cfg.Name, t.schema, t.name, rows, counter.bytes, w.point.String(), w.snapText, w.c.doneStatus())
+		w.c.cfg.Name, t.schema, t.name, rows, pipe.bytes, w.point.String(), w.snapText, w.c.doneStatus())
 	if err == nil && res.RowsAffected() != 1 {
 		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
 	}
@@ -288,31 +287,27 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", counter.bytes).
+	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
-	w.c.prog.tableDone(t, rows, counter.rows)
+	w.c.prog.tableDone(t, rows, pipe.rows)
 	return nil
 }
 
-// copyCounter counts what passes from the source to the target: bytes,
-// and rows as the newlines that end them in COPY's text format (a newline
-// inside a value is written as \n).
-type copyCounter struct {
-	r           io.Reader
-	p           *copyProgress
-	tc          *tableCount // this table's, in p
-	bytes, rows int64
-}
-
-func (c *copyCounter) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	if n > 0 {
-		rows := int64(bytes.Count(b[:n], []byte{'\n'}))
-		c.bytes += int64(n)
-		c.rows += rows
-		c.p.add(c.tc, int64(n), rows)
-	}
-	return n, err
+// moveRows runs outSQL (COPY TO) on src into inSQL (COPY FROM) on tgt
+// through pipe, and returns the target's command tag and each side's error.
+// The first side to fail ends the other: a source error reaches the target
+// as the end of its input (CopyFail), a target error makes the source's next
+// chunk fail with errCopyAborted.
+func moveRows(ctx context.Context, src, tgt *pgconn.PgConn, outSQL, inSQL string, pipe *copyPipe) (tag pgconn.CommandTag, srcErr, tgtErr error) {
+	srcDone := make(chan error, 1)
+	go func() {
+		_, err := src.CopyTo(ctx, pipe, outSQL)
+		pipe.closeWrite(err) // nil: the reader sees EOF
+		srcDone <- err
+	}()
+	tag, tgtErr = tgt.CopyFrom(ctx, pipe, inSQL)
+	pipe.closeRead()
+	return tag, <-srcDone, tgtErr
 }
 
 // copyOriginName names the replication origin of copy worker id (from 1):

@@ -28,7 +28,9 @@ var errNoMarker = errors.New("bench: the marker row did not reach the target")
 // drainBuiltin subscribes the target to the backlog and waits for the
 // marker. The time includes CREATE SUBSCRIPTION and the worker's start,
 // as walapply's includes its process start.
-func (r *runEnv) drainBuiltin(ctx context.Context, streamed bool, timeout time.Duration) (time.Duration, error) {
+// For the copy workload the subscription copies the data itself
+// (copy_data = true, its own slot) and the wait is for every table ready.
+func (r *runEnv) drainBuiltin(ctx context.Context, w workload, timeout time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := r.target.Connect(ctx, r.db)
@@ -37,17 +39,21 @@ func (r *runEnv) drainBuiltin(ctx context.Context, streamed bool, timeout time.D
 	}
 	defer conn.Close(context.Background())
 	streaming := "off"
-	if streamed {
+	if w.streamed {
 		streaming = "on"
 	}
 	create := fmt.Sprintf(`CREATE SUBSCRIPTION bench CONNECTION %s PUBLICATION %s WITH (create_slot = false, slot_name = '%s', copy_data = false, streaming = %s)`,
 		quoteLiteral(r.source.ConnString(r.db)), publication, slotName, streaming)
+	if w.initialCopy {
+		create = fmt.Sprintf(`CREATE SUBSCRIPTION bench CONNECTION %s PUBLICATION %s WITH (copy_data = true, streaming = off)`,
+			quoteLiteral(r.source.ConnString(r.db)), publication)
+	}
 	start := time.Now()
 	if _, err := conn.Exec(ctx, create); err != nil {
 		return 0, fmt.Errorf("creating the subscription: %w", err)
 	}
 	lastCheck := time.Now()
-	err = waitMarker(ctx, conn, func() error {
+	err = r.waitDrained(ctx, w, conn, builtinCopyDone, func() error {
 		if time.Since(lastCheck) < 500*time.Millisecond {
 			return nil
 		}
@@ -69,6 +75,15 @@ func (r *runEnv) drainBuiltin(ctx context.Context, streamed bool, timeout time.D
 		return 0, err
 	}
 	return d, nil
+}
+
+// waitDrained waits for the marker row, and for a copy workload first for
+// copied to say the copy finished.
+func (r *runEnv) waitDrained(ctx context.Context, w workload, conn *pgx.Conn, copied func(context.Context, *pgx.Conn) (bool, error), check func() error) error {
+	if w.initialCopy {
+		return waitCopied(ctx, conn, copied, check)
+	}
+	return waitMarker(ctx, conn, check)
 }
 
 // errorLines returns the last ERROR lines of a server log.
@@ -116,19 +131,19 @@ func waitMarker(ctx context.Context, conn *pgx.Conn, check func() error) error {
 // streamed workload asks for --streaming on; if this walapply refuses it
 // (it does not apply streamed transactions yet), it runs again with
 // --streaming off, which the note records.
-func (h *harness) drainWalapply(ctx context.Context, r *runEnv, streamed bool) (d time.Duration, rss int64, note string, err error) {
+func (h *harness) drainWalapply(ctx context.Context, r *runEnv, w workload) (d time.Duration, rss int64, note string, err error) {
 	streaming := ""
-	if streamed && !userSetsStreaming(h.opts.WalapplyFlags) {
+	if w.streamed && !userSetsStreaming(h.opts.WalapplyFlags) {
 		streaming = "on"
 		if h.noStreaming {
 			streaming = "off"
 		}
 	}
-	d, rss, out, err := h.walapplyOnce(ctx, r, streaming)
+	d, rss, out, err := h.walapplyOnce(ctx, r, w, streaming)
 	if err != nil && streaming == "on" && refusedStreaming(out) {
 		h.noStreaming = true
 		streaming = "off"
-		d, rss, _, err = h.walapplyOnce(ctx, r, streaming)
+		d, rss, _, err = h.walapplyOnce(ctx, r, w, streaming)
 	}
 	if streaming == "off" {
 		note = "walapply --streaming off (it refused --streaming on: streamed transactions not applied yet)"
@@ -155,7 +170,9 @@ func refusedStreaming(out string) bool {
 // walapplyOnce runs walapply as a child process until the marker appears,
 // then stops it with SIGTERM. It returns the drain time, the peak RSS and
 // walapply's output. The peak RSS is VmHWM read just before SIGTERM.
-func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string) (time.Duration, int64, string, error) {
+// For the copy workload it runs with --copy --create-slot and waits for
+// the copy to finish as well.
+func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, w workload, streaming string) (time.Duration, int64, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.DrainTimeout)
 	defer cancel()
 	conn, err := r.target.Connect(ctx, r.db)
@@ -168,6 +185,9 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string)
 		"--slot", slotName, "--publication", publication}
 	if streaming != "" {
 		args = append(args, "--streaming", streaming)
+	}
+	if w.initialCopy {
+		args = append(args, "--copy", "--create-slot", "--copy-workers", strconv.Itoa(h.opts.CopyWorkers))
 	}
 	args = append(args, h.opts.WalapplyFlags...)
 	logPath := filepath.Join(r.dir, "walapply.log")
@@ -191,7 +211,7 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, streaming string)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	err = waitMarker(ctx, conn, func() error {
+	err = r.waitDrained(ctx, w, conn, walapplyCopyDone, func() error {
 		select {
 		case werr := <-exited:
 			exited <- werr

@@ -36,6 +36,10 @@ type CPU struct {
 	// costs the sending side a pass through the loopback receive path,
 	// while a send into a closed window only appends to a queued segment.
 	Segments int64
+	// Reads and Writes are walapply's read and write system calls
+	// (syscr and syscw of /proc/<pid>/io; 0 for builtin): a copy that
+	// sends a message per row shows it here (issue 17).
+	Reads, Writes int64
 }
 
 // clusterCPU returns the CPU time of a cluster's postmaster, of its live
@@ -161,6 +165,7 @@ func (r *runEnv) drained(pid int) error {
 		if st, ok := procStat(pid); ok {
 			r.cpu.Walapply = time.Duration(st.utime+st.stime) * time.Second / clockTicks
 		}
+		r.cpu.Reads, r.cpu.Writes = procSyscalls(pid)
 	}
 	return nil
 }
@@ -172,18 +177,46 @@ func (c CPU) String() string {
 	if c.Walapply > 0 {
 		s += fmt.Sprintf(", walapply %.2f s", c.Walapply.Seconds())
 	}
-	return s + fmt.Sprintf("; %d TCP segments", c.Segments)
+	s += fmt.Sprintf("; %d TCP segments", c.Segments)
+	if c.Reads > 0 || c.Writes > 0 {
+		s += fmt.Sprintf("; walapply %d read(2)s, %d write(2)s", c.Reads, c.Writes)
+	}
+	return s
+}
+
+// procSyscalls reads a process's read and write system call counts
+// (syscr, syscw) from /proc/<pid>/io; 0 when it cannot.
+func procSyscalls(pid int) (reads, writes int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch name {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
 
 // cpuMedians is the median of each CPU figure over runs.
 func cpuMedians(cs []CPU) CPU {
-	var src, tgt, own, segs []time.Duration
+	var src, tgt, own, segs, reads, writes []time.Duration
 	for _, c := range cs {
 		src, tgt, own = append(src, c.Source), append(tgt, c.Target), append(own, c.Walapply)
 		segs = append(segs, time.Duration(c.Segments))
+		reads, writes = append(reads, time.Duration(c.Reads)), append(writes, time.Duration(c.Writes))
 	}
 	return CPU{Source: statsOf(src).Median, Target: statsOf(tgt).Median, Walapply: statsOf(own).Median,
-		Segments: int64(statsOf(segs).Median)}
+		Segments: int64(statsOf(segs).Median), Reads: int64(statsOf(reads).Median), Writes: int64(statsOf(writes).Median)}
 }
 
 // formatCPU prints median CPU seconds as source+target, with +walapply's

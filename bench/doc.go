@@ -40,7 +40,20 @@
 // INSERT transactions), bulk (one transaction of 2M rows), toast (20k
 // updates of a small column in 1000 rows that each carry a 100 kB value
 // stored out of line) and mixed (50 tables of mixed types, 50k transactions
-// touching 1–5 of them). Options.Scale shrinks every count for smoke runs.
+// touching 1–5 of them), and copy, the initial copy (copy.go: 3M narrow rows
+// and 300k rows of about 1 kB on the source before any slot exists, an
+// empty target with the schema; builtin subscribes with copy_data = true,
+// walapply runs with --copy --create-slot; no decode ceiling, the report
+// gives MB/s, rows/s and walapply's CPU per MB and write(2)s instead).
+// Options.Scale shrinks every count for smoke runs.
+//
+// # Neighbour load
+//
+// Options.Neighbour (walbench --neighbour cores|N) runs that many CPU-bound
+// processes beside every timed drain, of both appliers alike, started
+// before the drain's counters and killed after it (neighbour.go); the
+// report names them and gives the 1-minute load average at the drains'
+// ends.
 //
 // Run is the entry point; bench/cmd/walbench is its command line and
 // `make bench` / `make bench-smoke` call it.

@@ -52,6 +52,12 @@ type Options struct {
 	ModuleDir string
 	// DrainTimeout bounds one applier's drain; 0 means 20 minutes.
 	DrainTimeout time.Duration
+	// Neighbour is the number of CPU-bound processes run beside every
+	// timed drain (neighbour.go); 0 runs none.
+	Neighbour int
+	// CopyWorkers is how many tables the copy workload copies at once,
+	// for both appliers; 0 means 2 (both appliers' default).
+	CopyWorkers int
 	// Command is recorded in the report as the command that produced it.
 	Command string
 	// Log receives one progress line per step; nil discards them.
@@ -94,6 +100,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Scale < 0 || math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) {
 		return o, fmt.Errorf("%w: scale %v", ErrOptions, o.Scale)
+	}
+	if o.Neighbour < 0 {
+		return o, fmt.Errorf("%w: neighbour %d", ErrOptions, o.Neighbour)
+	}
+	if o.CopyWorkers == 0 {
+		o.CopyWorkers = 2
+	}
+	if o.CopyWorkers < 0 {
+		return o, fmt.Errorf("%w: copy workers %d", ErrOptions, o.CopyWorkers)
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 20 * time.Minute

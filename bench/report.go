@@ -86,6 +86,12 @@ type Summary struct {
 	// BuiltinCPU and WalapplyCPU are the median CPU times of a drain.
 	BuiltinCPU, WalapplyCPU CPU
 	Notes                   []string
+	// CopyBytes and CopyRows are what the copy workload copied (0 for
+	// the others).
+	CopyBytes, CopyRows int64
+	// LoadMin and LoadMax bound the 1-minute load average at the ends of
+	// the drains.
+	LoadMin, LoadMax float64
 }
 
 // Ratio is walapply's median over builtin's (below 1: walapply is faster);
@@ -144,6 +150,15 @@ func (r *Report) Summaries() []Summary {
 				dec = append(dec, res.Decode)
 				s.Messages = res.Messages
 			}
+			if res.Err == nil {
+				if res.CopyBytes > 0 {
+					s.CopyBytes, s.CopyRows = res.CopyBytes, res.Verified.Rows
+				}
+				if s.LoadMax == 0 || res.Load < s.LoadMin {
+					s.LoadMin = res.Load
+				}
+				s.LoadMax = max(s.LoadMax, res.Load)
+			}
 			if res.Note != "" && !slices.Contains(s.Notes, res.Note) {
 				s.Notes = append(s.Notes, res.Note)
 			}
@@ -196,6 +211,15 @@ func formatRatio(r float64) string {
 	return fmt.Sprintf("%.2f", r)
 }
 
+// formatCount prints a count, "–" for none (the copy workload decodes no
+// messages).
+func formatCount(n int64) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprint(n)
+}
+
 // formatBytes prints a size in MiB.
 func formatBytes(n int64) string {
 	if n <= 0 {
@@ -210,7 +234,7 @@ func (s Summary) cells() []string {
 	return []string{s.Workload, fmt.Sprint(s.Version), formatStats(s.Builtin, s.BuiltinFailed),
 		formatStats(s.Walapply, s.WalapplyFailed), formatRatio(s.Ratio()), formatStats(s.Decode, 0),
 		formatBytes(s.PeakRSS), formatCPU(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N),
-		formatSegments(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N), fmt.Sprint(s.Messages)}
+		formatSegments(s.BuiltinCPU, s.WalapplyCPU, s.Builtin.N, s.Walapply.N), formatCount(s.Messages)}
 }
 
 // WriteText prints the summary table aligned for a terminal, then the
@@ -248,8 +272,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "- machine: %d CPUs, %s/%s, %s; load average %s at the start, %s at the end\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), r.LoadStart, r.LoadEnd)
-	fmt.Fprintf(&b, "- %d run(s) per applier, scale %g, took %s\n\n", r.Options.Runs, r.Options.Scale,
+	fmt.Fprintf(&b, "- %d run(s) per applier, scale %g, took %s\n", r.Options.Runs, r.Options.Scale,
 		r.Finished.Sub(r.Started).Round(time.Second))
+	if r.Options.Neighbour > 0 {
+		fmt.Fprintf(&b, "- neighbour load: %d busy processes beside every timed drain, both appliers\n", r.Options.Neighbour)
+	} else {
+		b.WriteString("- neighbour load: none\n")
+	}
+	b.WriteString("\n")
 	b.WriteString("| " + strings.Join(columns, " | ") + " |\n")
 	b.WriteString(strings.Repeat("|---", len(columns)) + "|\n")
 	for _, s := range r.Summaries() {
@@ -269,6 +299,14 @@ func (r *Report) writeNotes(w io.Writer, bullet string) {
 		fmt.Fprintf(w, "  %s%s: %s\n", bullet, name, wl.describe(r.Options.Scale))
 	}
 	for _, s := range r.Summaries() {
+		if s.LoadMax > 0 {
+			fmt.Fprintf(w, "%s%s PG%d: load average (1 min) at the drains' ends %.2f–%.2f\n", bullet, s.Workload, s.Version, s.LoadMin, s.LoadMax)
+		}
+		if s.CopyBytes > 0 {
+			fmt.Fprintf(w, "%s%s PG%d: %s of tables, %d rows; builtin %s; walapply %s\n", bullet, s.Workload, s.Version,
+				formatBytes(s.CopyBytes), s.CopyRows, copyRates(s.CopyBytes, s.CopyRows, s.Builtin.Median, s.BuiltinCPU),
+				copyRates(s.CopyBytes, s.CopyRows, s.Walapply.Median, s.WalapplyCPU))
+		}
 		for _, n := range s.Notes {
 			fmt.Fprintf(w, "%s%s PG%d: %s\n", bullet, s.Workload, s.Version, n)
 		}

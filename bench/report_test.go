@@ -112,3 +112,27 @@ func TestScaled(t *testing.T) {
 		t.Errorf("pgbench at scale 1 runs %d transactions, want 100000", got)
 	}
 }
+
+// TestCopySummary: the copy workload's rates and the drains' load
+// averages are in the report, and its messages cell is empty.
+func TestCopySummary(t *testing.T) {
+	s := time.Second
+	rep := &Report{Options: Options{Workloads: []string{"copy"}, Runs: 1, Scale: 1, Neighbour: 2}, Results: []RunResult{
+		{Workload: "copy", Version: 18, Applier: Builtin, Run: 1, Drain: 4 * s, CopyBytes: 400e6, Verified: Verification{Tables: 3, Rows: 2e6}, Load: 3.5, CPU: CPU{Source: s, Target: 3 * s}},
+		{Workload: "copy", Version: 18, Applier: Walapply, Run: 1, Drain: 2 * s, CopyBytes: 400e6, Verified: Verification{Tables: 3, Rows: 2e6}, Load: 4.25, CPU: CPU{Source: s, Target: 2 * s, Walapply: 2 * s}},
+	}}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| copy | 18 | 4.00 s | 2.00 s | 0.50 | – | – | b 1.0+3.0 · w 1.0+2.0+2.0 | b 0k · w 0k | – |",
+		"- neighbour load: 2 busy processes beside every timed drain",
+		"copy PG18: load average (1 min) at the drains' ends 3.50–4.25",
+		"copy PG18: 381.5 MiB of tables, 2000000 rows; builtin 100.0 MB/s, 500k rows/s; walapply 200.0 MB/s, 1000k rows/s, walapply 5.0 ms CPU/MB",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, md.String())
+		}
+	}
+}

@@ -48,6 +48,12 @@ type RunResult struct {
 	Note string
 	// Err is why the run failed; a failed run has no Drain figure.
 	Err error
+	// CopyBytes is, for the copy workload, the size of the source's
+	// tables (pg_table_size): what the drain copied.
+	CopyBytes int64
+	// Load is the 1-minute load average at the end of the drain, with
+	// the neighbour load (Options.Neighbour) still running.
+	Load float64
 }
 
 // runEnv is what one run's steps share.
@@ -150,7 +156,11 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	}
 	defer os.RemoveAll(dir)
 	r := &runEnv{version: version, scale: h.opts.Scale, db: benchDB, dir: dir}
-	if r.source, r.target, err = startPair(ctx, version); err != nil {
+	var targetSettings map[string]string
+	if w.initialCopy {
+		targetSettings = copySettings(h.opts.CopyWorkers)
+	}
+	if r.source, r.target, err = startPair(ctx, version, targetSettings); err != nil {
 		res.Err = err
 		return res
 	}
@@ -171,22 +181,43 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		return res
 	}
 	res.Generate = time.Since(start)
-	if res.Decode, res.Messages, err = r.decodeCeiling(ctx); err != nil {
+	if w.initialCopy {
+		// Nothing to decode: the copy reads the tables.
+		if res.CopyBytes, err = r.copySize(ctx); err != nil {
+			res.Err = err
+			return res
+		}
+		log("source filled in %s, %s to copy", round(res.Generate), formatBytes(res.CopyBytes))
+	} else {
+		if res.Decode, res.Messages, err = r.decodeCeiling(ctx); err != nil {
+			res.Err = err
+			return res
+		}
+		log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
+	}
+
+	if err := r.settle(ctx); err != nil {
 		res.Err = err
 		return res
 	}
-	log("backlog generated in %s, %d messages decoded in %s", round(res.Generate), res.Messages, round(res.Decode))
-
+	nb, err := startNeighbours(ctx, h.opts.Neighbour, h.opts.DrainTimeout+time.Minute)
+	if err != nil {
+		res.Err = err
+		return res
+	}
 	if r.cpuStart, err = r.cpuNow(); err != nil {
+		nb.stop()
 		res.Err = err
 		return res
 	}
 	switch a {
 	case Builtin:
-		res.Drain, err = r.drainBuiltin(ctx, w.streamed, h.opts.DrainTimeout)
+		res.Drain, err = r.drainBuiltin(ctx, w, h.opts.DrainTimeout)
 	case Walapply:
-		res.Drain, res.PeakRSS, res.Note, err = h.drainWalapply(ctx, r, w.streamed)
+		res.Drain, res.PeakRSS, res.Note, err = h.drainWalapply(ctx, r, w)
 	}
+	res.Load = load1()
+	nb.stop()
 	if err != nil {
 		res.Err = fmt.Errorf("draining with %s: %w", a, err)
 		return res
@@ -201,6 +232,12 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		msg += fmt.Sprintf("; peak RSS %s", formatBytes(res.PeakRSS))
 	}
 	msg += "; CPU " + res.CPU.String()
+	if res.CopyBytes > 0 {
+		msg += "; " + copyRates(res.CopyBytes, res.Verified.Rows, res.Drain, res.CPU)
+	}
+	if h.opts.Neighbour > 0 {
+		msg += fmt.Sprintf("; %d neighbour processes, load %.2f", h.opts.Neighbour, res.Load)
+	}
 	if res.Note != "" {
 		msg += "; " + res.Note
 	}
@@ -209,14 +246,19 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 }
 
 // startPair starts a source and a target cluster of one version at once.
-func startPair(ctx context.Context, version int) (source, target *testenv.Cluster, err error) {
+// targetSettings, if not nil, are extra settings of the target.
+func startPair(ctx context.Context, version int, targetSettings map[string]string) (source, target *testenv.Cluster, err error) {
 	var (
 		wg       sync.WaitGroup
 		clusters [2]*testenv.Cluster
 		errs     [2]error
 	)
 	for i := range clusters {
-		wg.Go(func() { clusters[i], errs[i] = testenv.Start(ctx, testenv.Options{Version: version}) })
+		opts := testenv.Options{Version: version}
+		if i == 1 {
+			opts.Settings = targetSettings
+		}
+		wg.Go(func() { clusters[i], errs[i] = testenv.Start(ctx, opts) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
@@ -253,6 +295,10 @@ func (r *runEnv) setup(ctx context.Context, w workload) error {
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
+	}
+	if w.initialCopy {
+		// Each applier creates its slot with the copy's snapshot.
+		return r.exec(ctx, r.source, `CREATE PUBLICATION `+publication+` FOR ALL TABLES`)
 	}
 	return r.exec(ctx, r.source,
 		`CREATE PUBLICATION `+publication+` FOR ALL TABLES`,
@@ -292,6 +338,37 @@ func (r *runEnv) decodeCeiling(ctx context.Context) (time.Duration, int64, error
 		return 0, 0, fmt.Errorf("peeking at slot %s (decode ceiling): %w", slotName, err)
 	}
 	return time.Since(start), n, nil
+}
+
+// settle waits (up to 10 s) until the backends that built the backlog or
+// filled the tables have exited on both clusters, and a moment more for
+// their postmaster to reap them: a backend reaped during the drain would
+// put its whole CPU time (the copy workload's fill: seconds) into the
+// drain's figure, through the postmaster's cutime.
+func (r *runEnv) settle(ctx context.Context) error {
+	for _, c := range []*testenv.Cluster{r.source, r.target} {
+		conn, err := c.Connect(ctx, r.db)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var others int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others)
+			if err != nil {
+				conn.Close(context.Background())
+				return fmt.Errorf("waiting for the backlog's backends to exit: %w", err)
+			}
+			if others == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		conn.Close(context.Background())
+	}
+	time.Sleep(100 * time.Millisecond)
+	return nil
 }
 
 // abbreviate shortens a statement for an error message.

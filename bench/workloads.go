@@ -25,6 +25,9 @@ type workload struct {
 	// streamed marks a backlog of one transaction larger than
 	// logical_decoding_work_mem, which the appliers receive streamed.
 	streamed bool
+	// initialCopy marks the copy workload (copy.go): generate fills the
+	// source before any slot exists, and the drain is the initial copy.
+	initialCopy bool
 }
 
 // workloads in their default order.
@@ -112,6 +115,8 @@ $gen$`, scaled(20000, r.scale, 10), toastRows(r.scale)))
 		},
 	},
 }
+
+func init() { workloads = append(workloads, copyWorkload()) }
 
 // WorkloadNames lists the workloads in their default order.
 func WorkloadNames() []string {

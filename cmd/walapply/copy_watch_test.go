@@ -77,7 +77,10 @@ func TestCopyWatched(t *testing.T) {
 			}
 		}
 		held := waitMetrics("big's copy held", func(m map[string]float64) bool {
-			return m[`walapply_copy_tables{state="copying"}`] == 1 && m[`walapply_copy_tables{state="done"}`] == 1
+			// The rows so far move a 64 KiB chunk at a time (copy_pipe.go):
+			// the first is told before the hold at row 3000.
+			return m[`walapply_copy_tables{state="copying"}`] == 1 && m[`walapply_copy_tables{state="done"}`] == 1 &&
+				m[`walapply_copy_table_rows{relation="public.big"}`] >= 1
 		})
 		t.Logf("held: copy_tables pending=%v copying=%v done=%v, copy_rows_total=%v, copy_table_rows{big}=%v",
 			held[`walapply_copy_tables{state="pending"}`], held[`walapply_copy_tables{state="copying"}`], held[`walapply_copy_tables{state="done"}`],

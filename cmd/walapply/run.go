@@ -51,6 +51,7 @@ func (f *runFlags) register(fs interface {
 	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
 	fs.BoolVar(&c.Copy, "copy", false, "first copy every published table's rows into the (empty) target tables, creating the slot, then follow; an interrupted copy resumes, a finished one is not repeated")
 	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables to copy at once")
+	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")

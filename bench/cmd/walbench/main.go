@@ -40,6 +40,8 @@ func run() error {
 	walapplyRev := fs.String("walapply-rev", "", "build walapply as committed at this git revision (git archive), not from the working tree")
 	markdown := fs.String("markdown", "", "also write the report as Markdown to this file")
 	timeout := fs.Duration("drain-timeout", 0, "limit of one drain (default 20m)")
+	neighbour := fs.String("neighbour", "off", "CPU-bound processes beside every timed drain: off, cores (one per core) or a number")
+	copyWorkers := fs.Int("copy-workers", 2, "tables copied at once in the copy workload, by both appliers")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -50,6 +52,10 @@ func run() error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	vs, err := bench.ParseVersions(*versions)
+	if err != nil {
+		return err
+	}
+	nb, err := bench.ParseNeighbour(*neighbour)
 	if err != nil {
 		return err
 	}
@@ -65,6 +71,8 @@ func run() error {
 		WalapplyBin:   *walapplyBin,
 		WalapplyRev:   *walapplyRev,
 		DrainTimeout:  *timeout,
+		Neighbour:     nb,
+		CopyWorkers:   *copyWorkers,
 		Command:       "go run ./bench/cmd/walbench " + strings.Join(os.Args[1:], " "),
 		Log:           os.Stderr,
 	})
