@@ -12,7 +12,7 @@ import (
 // Collector sees it through apply.CopyObserver:
 //
 //	walapply_copy_tables{state="pending|copying|done"}  tables of the copy being run (or last run) by state
-//	walapply_copy_rows_total, walapply_copy_bytes_total  rows and bytes (COPY text) streamed into the target by copies
+//	walapply_copy_rows_total, walapply_copy_bytes_total  rows and bytes (COPY data, text or binary) streamed into the target by copies
 //	walapply_copy_table_rows{relation}                   rows streamed so far into each table being copied now
 //	walapply_copy_estimated_seconds_remaining           the copy's ETA from its rate and the source's row estimate
 //
@@ -69,7 +69,7 @@ func (c *Collector) copyReason() string {
 var (
 	descCopyTables    = desc("copy_tables", "Tables of the initial copy (or of the copy of tables published later) being run or last run, by state: pending, copying, done.", "state")
 	descCopyRows      = desc("copy_rows_total", "Rows streamed into the target by initial copies (and copies of tables published later), committed or not.")
-	descCopyBytes     = desc("copy_bytes_total", "Bytes (COPY text format) streamed into the target by initial copies, committed or not.")
+	descCopyBytes     = desc("copy_bytes_total", "Bytes of COPY data (text or binary) streamed into the target by initial copies, committed or not.")
 	descCopyTableRows = desc("copy_table_rows", "Rows streamed so far into a table being copied now (uncommitted until its copy commits).", "relation")
 	descCopyETA       = desc("copy_estimated_seconds_remaining", "Estimated time left of the running copy, from its rate so far and the source's row estimate; absent when unknown.")
 )
