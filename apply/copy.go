@@ -161,7 +161,7 @@ func (s *session) initialCopy(ctx context.Context) error {
 	// A replication connection of its own: it creates the slot (or the
 	// temporary one of a resumed copy) and then stays idle, which keeps
 	// the exported snapshot importable, until every table is copied.
-	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("copy slot"))
 	if err != nil {
 		return fmt.Errorf("connecting to the source for the initial copy: %w", err)
 	}

@@ -56,6 +56,7 @@ type copyPipe struct {
 	// The writer's side.
 	cur         []byte
 	p           *copyProgress
+	tc          *tableCount // the table's own count in p (nil: none)
 	binary      bool
 	bytes, rows int64 // counted so far
 	told        [2]int64
@@ -124,7 +125,7 @@ func (pp *copyPipe) send() error {
 // tell adds what passed since the last call to the copy's progress.
 func (pp *copyPipe) tell() {
 	if pp.p != nil {
-		pp.p.add(pp.bytes-pp.told[0], pp.rows-pp.told[1])
+		pp.p.add(pp.tc, pp.bytes-pp.told[0], pp.rows-pp.told[1])
 	}
 	pp.told = [2]int64{pp.bytes, pp.rows}
 }

@@ -2,6 +2,8 @@ package apply
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,28 @@ type CopyProgress struct {
 	// Done: every table is copied, and streaming starts from the slot's
 	// consistent point.
 	Done bool
+	// Started is when this attempt began: a new value is a new attempt
+	// (a restarted copy, or a copy of tables published later), whose
+	// Rows and Bytes start from 0 again.
+	Started time.Time
+	// Copying are the tables being copied at this moment, by name, with
+	// what has streamed into each so far (uncommitted until the table's
+	// copy commits).
+	Copying []TableCopyProgress
+}
+
+// TableCopyProgress is one table being copied.
+type TableCopyProgress struct {
+	Table       string // schema.table, unquoted as in log fields
+	Rows, Bytes int64
+}
+
+// ObserveCopy, when Config.Observer has it, is called with the same
+// snapshots as Config.OnCopyProgress: about every second during an
+// initial copy (or a copy of tables published later), after each table,
+// and once when the copy is complete. It must return quickly.
+type CopyObserver interface {
+	ObserveCopy(CopyProgress)
 }
 
 // copyProgress counts the copy's progress for the log and the callback.
@@ -46,6 +70,31 @@ type copyProgress struct {
 	rows       atomic.Int64
 	bytes      atomic.Int64
 	mu         sync.Mutex // one OnCopyProgress call at a time
+
+	runMu   sync.Mutex
+	running map[*copyTable]*tableCount // the tables being copied
+}
+
+// tableCount is what has streamed into one table so far.
+type tableCount struct{ rows, bytes atomic.Int64 }
+
+// copying records that t's copy starts: add counts into the returned
+// tableCount until ended says that the copy ended, committed or not.
+func (p *copyProgress) copying(t *copyTable) (c *tableCount, ended func()) {
+	c = &tableCount{}
+	p.runMu.Lock()
+	if p.running == nil {
+		p.running = map[*copyTable]*tableCount{}
+	}
+	p.running[t] = c
+	p.runMu.Unlock()
+	return c, func() { p.ended(t) }
+}
+
+func (p *copyProgress) ended(t *copyTable) {
+	p.runMu.Lock()
+	delete(p.running, t)
+	p.runMu.Unlock()
 }
 
 func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *copyProgress {
@@ -57,9 +106,13 @@ func newCopyProgress(cfg *Config, total, doneBefore int, todo []*copyTable) *cop
 	return p
 }
 
-func (p *copyProgress) add(bytes, rows int64) {
+func (p *copyProgress) add(c *tableCount, bytes, rows int64) {
 	p.bytes.Add(bytes)
 	p.rows.Add(rows)
+	if c != nil {
+		c.bytes.Add(bytes)
+		c.rows.Add(rows)
+	}
 }
 
 // tableDone records a table's committed copy and tells the callback.
@@ -68,6 +121,7 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 	// copyPipe.Write) and the target's agree but for binary COPY's
 	// trailer; the target's is authoritative.
 	p.rows.Add(rows - counted)
+	p.ended(t)
 	p.tablesDone.Add(1)
 	s := p.snapshot(false)
 	s.Table, s.TableRows = t.String(), rows
@@ -76,7 +130,13 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 
 func (p *copyProgress) snapshot(done bool) CopyProgress {
 	s := CopyProgress{TablesTotal: p.total, TablesDone: int(p.tablesDone.Load()), Rows: p.rows.Load(), Bytes: p.bytes.Load(),
-		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done}
+		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done, Started: p.start}
+	p.runMu.Lock()
+	for t, c := range p.running {
+		s.Copying = append(s.Copying, TableCopyProgress{Table: logRelation(t.schema, t.name), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
+	}
+	p.runMu.Unlock()
+	slices.SortFunc(s.Copying, func(a, b TableCopyProgress) int { return strings.Compare(a.Table, b.Table) })
 	if secs := s.Elapsed.Seconds(); secs > 0 {
 		s.RowsPerSec, s.BytesPerSec = float64(s.Rows)/secs, float64(s.Bytes)/secs
 	}
@@ -87,19 +147,26 @@ func (p *copyProgress) snapshot(done bool) CopyProgress {
 }
 
 func (p *copyProgress) call(s CopyProgress) {
-	if p.cfg.OnCopyProgress == nil {
+	o, _ := p.cfg.Observer.(CopyObserver)
+	if p.cfg.OnCopyProgress == nil && o == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cfg.OnCopyProgress(s)
+	if p.cfg.OnCopyProgress != nil {
+		p.cfg.OnCopyProgress(s)
+	}
+	if o != nil {
+		o.ObserveCopy(s)
+	}
 }
 
-// report calls OnCopyProgress about every second and logs a progress line
+// report calls OnCopyProgress at once and about every second and logs a progress line
 // every ProgressInterval until stopped.
 func (p *copyProgress) report(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	p.call(p.snapshot(false)) // the copy is visible from its start
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(time.Second)

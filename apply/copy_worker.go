@@ -262,6 +262,9 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary)"
 	}
 	pipe := newCopyPipe(w.c.prog, binary)
+	var ended func()
+	pipe.tc, ended = w.c.prog.copying(t) // copy_progress.go: the table's rows so far
+	defer ended()
 	tag, srcErr, tgtErr := moveRows(ctx, w.src.PgConn(), tgt, outSQL, inSQL, pipe)
 	switch {
 	case srcErr != nil && !errors.Is(srcErr, errCopyAborted):

@@ -309,7 +309,7 @@ func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version 
 	cfg := s.cfg
 	// The exported snapshot stays importable while this connection,
 	// which created the temporary slot, is open and idle.
-	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("copy slot"))
 	if err != nil {
 		return fmt.Errorf("connecting to the source to copy newly published tables: %w", err)
 	}

@@ -239,7 +239,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 // it 'copied'.
 func (s *session) copyInBackground(ctx context.Context, t *copyTable, version int) error {
 	cfg := s.cfg
-	rc, err := protocol.ConnectReplication(ctx, cfg.Source)
+	rc, err := protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("copy slot"))
 	if err != nil {
 		return fmt.Errorf("connecting to the source to copy newly published table %s: %w", t, err)
 	}

@@ -142,6 +142,12 @@ func (s *session) close() {
 	}
 }
 
+// replicationName names a replication connection after the applier, as
+// connectTarget names the target's: "walapply <name> <role>".
+func (c *Config) replicationName(role string) protocol.ConnectOption {
+	return protocol.ApplicationName("walapply " + c.Name + " " + role)
+}
+
 // connectTarget opens a target connection named after the applier.
 func connectTarget(ctx context.Context, cfg *Config, role string) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(cfg.Target)
@@ -203,7 +209,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
 		return err
 	}
-	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source); err != nil {
+	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("stream")); err != nil {
 		return fmt.Errorf("connecting to the source: %w", secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
 	cfg.markReached() // connect_retry.go: from here on, retried for ever

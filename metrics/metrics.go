@@ -36,6 +36,8 @@
 //	walapply_errors_total{kind="transient|permanent"}  errors that ended a session
 //	walapply_build_info{version,revision,goversion}     1: which walapply this is
 //	walapply_applier_info{name,slot,publications}       1: what it replicates (Options.Applier)
+//	walapply_copy_*                                     the initial copy: see copy.go
+//	walapply_last_error_*                               the last error that ended a session: see last_error.go
 //
 // Timestamps are Unix seconds. The receipt times are absent until the
 // first message (keepalive) of the run: an alert on their age, e.g.
@@ -53,7 +55,8 @@
 // every transient failure itself, and a restart by the orchestrator would
 // only repeat that. /readyz answers 200 when a session is replicating, its
 // last progress report is at most Options.ReadyMaxLag old, and it is caught
-// up or lags by at most ReadyMaxLag; else 503 with the reason.
+// up or lags by at most ReadyMaxLag; else 503 with the reason ("copying 2
+// of 10 tables (3 done, ...)" during the initial copy).
 package metrics
 
 import (
@@ -146,6 +149,8 @@ type Collector struct {
 	// the latest receipt times over all sessions
 	lastMessage, lastKeepalive time.Time
 	build                      buildinfo.Info
+	copy                       copyState // copy.go
+	last                       lastError // last_error.go
 }
 
 // New returns a Collector.
@@ -196,6 +201,7 @@ func (c *Collector) SessionEnded(err error, reconnect bool) {
 		kind = "transient"
 	}
 	c.errors[kind]++
+	c.last.record(err, kind, c.opts.Now())
 	if reconnect {
 		c.reconnect++
 	}
@@ -212,6 +218,10 @@ func (c *Collector) Ready() (bool, string) {
 func (c *Collector) readyLocked() (bool, string) {
 	max := c.opts.ReadyMaxLag
 	switch {
+	case !c.connected && c.waitingReason() != "":
+		return false, c.waitingReason()
+	case !c.connected && c.copyReason() != "":
+		return false, c.copyReason()
 	case !c.connected:
 		return false, "not connected: no replication session is running"
 	case !c.haveObs:
@@ -270,6 +280,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descReconnects, descErrors, descBuild, descApplier} {
 		ch <- d
 	}
+	for _, d := range append(copyDescs(), descLastErrorTime, descLastErrorInfo) {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -286,7 +299,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range c.errors {
 		errs[k] = v
 	}
+	cs, le := c.copy, c.last
 	c.mu.Unlock()
+	collectCopy(&cs, ch)
+	collectLastError(&le, ch)
 
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

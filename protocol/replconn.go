@@ -32,6 +32,22 @@ type ReplConn struct {
 	spent error
 }
 
+// ConnectOption is an option of ConnectReplication.
+type ConnectOption func(*connectOptions)
+
+type connectOptions struct{ applicationName string }
+
+// ApplicationName is the application_name the walsender shows in
+// pg_stat_replication (and pg_stat_activity) when the connection string
+// sets none; walapply's applier uses "walapply <name> stream".
+func ApplicationName(name string) ConnectOption {
+	return func(o *connectOptions) {
+		if name != "" {
+			o.applicationName = name
+		}
+	}
+}
+
 // ErrConnSpent is returned by commands on a connection that is streaming or
 // whose stream has ended.
 var ErrConnSpent = errors.New("protocol: the replication connection is streaming or its stream has ended; open a new connection")
@@ -40,12 +56,17 @@ var ErrConnSpent = errors.New("protocol: the replication connection is streaming
 // ordinary PostgreSQL connection string (URL or key=value, as libpq takes);
 // replication=database is added here, so the same string serves the SQL
 // connections of the caller. TLS and all other settings pass through as given.
-// application_name defaults to "walapply" so the walsender is recognisable in
-// pg_stat_replication.
+// application_name defaults to "walapply" (or to ApplicationName's) so the
+// walsender is recognisable in pg_stat_replication; one set in connString
+// wins, since synchronous_standby_names on the source may name it.
 //
 // Errors never contain a piece of a password (package secret masks them):
 // a connection string that does not parse is reported with pgconn's reason.
-func ConnectReplication(ctx context.Context, connString string) (*ReplConn, error) {
+func ConnectReplication(ctx context.Context, connString string, opts ...ConnectOption) (*ReplConn, error) {
+	o := connectOptions{applicationName: "walapply"}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("protocol: parse the source connection string: %w", secret.Error(err, connString))
@@ -54,7 +75,7 @@ func ConnectReplication(ctx context.Context, connString string) (*ReplConn, erro
 	// kind of walsender: logical decoding needs a database connection.
 	cfg.RuntimeParams["replication"] = "database"
 	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "walapply"
+		cfg.RuntimeParams["application_name"] = o.applicationName
 	}
 	// A cancel request to a walsender in copy-both mode would end the stream;
 	// interrupt blocked reads with a socket deadline instead, which pgconn

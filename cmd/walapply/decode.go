@@ -23,7 +23,7 @@ const decodeStatusInterval = 10 * time.Second
 // decodeFlags are the flags of 'walapply decode'.
 type decodeFlags struct {
 	source, slot, publications string
-	createSlot                 bool
+	createSlot, temporarySlot  bool
 	protoVersion               int
 	streaming                  string
 	twoPhase, binary, messages bool
@@ -46,6 +46,7 @@ func decodeMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.slot, "slot", "", "the source's pgoutput replication slot")
 	fs.StringVar(&f.publications, "publication", "", "publication(s) to decode, comma-separated")
 	fs.BoolVar(&f.createSlot, "create-slot", false, "create the slot when it does not exist (with --two-phase: a two-phase slot)")
+	fs.BoolVar(&f.temporarySlot, "temporary-slot", false, "create --slot as a temporary slot, dropped when decode ends (it must not exist); without it --create-slot leaves a permanent slot that holds WAL until dropped")
 	fs.IntVar(&f.protoVersion, "protocol-version", 0, "pgoutput protocol version 1-4 (0: the highest the source supports)")
 	fs.StringVar(&f.streaming, "streaming", "off", "streaming of large in-progress transactions: off, on or parallel")
 	fs.BoolVar(&f.twoPhase, "two-phase", false, "decode prepared transactions at PREPARE time")
@@ -97,7 +98,7 @@ type decodeSession struct {
 
 // openDecode connects, checks or creates the slot and starts streaming.
 func openDecode(ctx context.Context, f decodeFlags, start protocol.LSN, stderr io.Writer) (*decodeSession, error) {
-	rc, err := protocol.ConnectReplication(ctx, f.source)
+	rc, err := protocol.ConnectReplication(ctx, f.source, protocol.ApplicationName("walapply decode"))
 	if err != nil {
 		return nil, err
 	}
@@ -125,15 +126,18 @@ func openDecode(ctx context.Context, f decodeFlags, start protocol.LSN, stderr i
 	if err != nil {
 		return nil, err
 	}
+	if found && f.temporarySlot {
+		return nil, fmt.Errorf("replication slot %q exists, and --temporary-slot creates a new one; name another with --slot, or leave out --temporary-slot to decode from this one", f.slot)
+	}
 	if !found {
-		if !f.createSlot {
-			return nil, fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot", f.slot)
+		if !f.createSlot && !f.temporarySlot {
+			return nil, fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot, or decode from a temporary one with --temporary-slot", f.slot)
 		}
-		info, err := rc.CreateSlot(ctx, f.slot, protocol.SlotOptions{TwoPhase: f.twoPhase, Snapshot: "nothing"})
+		info, err := rc.CreateSlot(ctx, f.slot, protocol.SlotOptions{TwoPhase: f.twoPhase, Snapshot: "nothing", Temporary: f.temporarySlot})
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(stderr, "walapply decode: created replication slot %q at %s\n", f.slot, info.ConsistentPoint)
+		fmt.Fprintln(stderr, createdSlotNote(f.slot, info.ConsistentPoint, f.temporarySlot))
 		st = protocol.SlotStatus{Name: f.slot, Plugin: "pgoutput", SlotType: "logical", Database: sys.DBName, TwoPhase: f.twoPhase, ConfirmedFlush: info.ConsistentPoint}
 	}
 	switch {
@@ -291,4 +295,15 @@ func splitPublications(s string) []string {
 		}
 	}
 	return out
+}
+
+// createdSlotNote tells what decode created: a temporary slot goes with
+// the session; a permanent one keeps the source's WAL from being removed
+// until someone drops it, so the note gives the statement.
+func createdSlotNote(slot string, at protocol.LSN, temporary bool) string {
+	if temporary {
+		return fmt.Sprintf("walapply decode: created temporary replication slot %q at %s; it is dropped when decode ends", slot, at)
+	}
+	return fmt.Sprintf("walapply decode: created replication slot %q at %s; it is permanent and holds WAL on the source until dropped: SELECT pg_drop_replication_slot('%s'); (--temporary-slot creates one that goes when decode ends)",
+		slot, at, strings.ReplaceAll(slot, "'", "''"))
 }

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"errors"
-	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 )
@@ -24,65 +20,26 @@ func (e *loggedError) Unwrap() error { return e.err }
 // --skip-lsn), and the SQLSTATE of the target's error. The operation is
 // spelled as SQL spells it (INSERT, UPDATE, ..., COMMIT).
 func logFatal(log zerolog.Logger, err error) error {
-	ev := log.WithLevel(zerolog.FatalLevel).Str("error", printed.Scrub(err.Error()))
-	relation := ""
-	var te *apply.TxnError
-	if errors.As(err, &te) {
-		ev.Uint32("xid", te.Xid).Stringer("commit_lsn", te.CommitLSN)
-		if te.Op != "" {
-			ev.Str("operation", strings.ToUpper(te.Op)) // one spelling: INSERT, not Insert
-		}
-		relation = te.Relation
-	}
-	var se *apply.SchemaError
-	if relation == "" && errors.As(err, &se) {
-		relation = se.Relation
-	}
-	if relation != "" {
-		ev.Str("relation", plainRelation(relation))
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		ev.Str("sqlstate", pgErr.Code)
-	}
-	ev.Msg("stopped: an error that retrying does not fix")
+	logStopped(log.WithLevel(zerolog.FatalLevel), err, "stopped: an error that retrying does not fix")
 	return &loggedError{err}
 }
 
-// plainRelation turns a quoted qualified name ("public"."My Table", as
-// apply's errors write it) into the plain form log fields use (public.My
-// Table). Anything else is returned as it is.
-func plainRelation(q string) string {
-	var parts []string
-	rest := q
-	for rest != "" {
-		if rest[0] != '"' {
-			return q
-		}
-		var b strings.Builder
-		i := 1
-		for ; i < len(rest); i++ {
-			if rest[i] == '"' {
-				if i+1 < len(rest) && rest[i+1] == '"' {
-					b.WriteByte('"')
-					i++
-					continue
-				}
-				break
-			}
-			b.WriteByte(rest[i])
-		}
-		if i >= len(rest) {
-			return q // unterminated
-		}
-		parts = append(parts, b.String())
-		rest = rest[i+1:]
-		if rest != "" {
-			if rest[0] != '.' {
-				return q
-			}
-			rest = rest[1:]
-		}
+// logStopped writes ev, the record of err that stopped the applier, with
+// logFatal's fields and msg.
+func logStopped(ev *zerolog.Event, err error, msg string) {
+	ev.Str("error", printed.Scrub(err.Error()))
+	f := apply.FactsOf(err)
+	if f.Txn {
+		ev.Uint32("xid", f.Xid).Stringer("commit_lsn", f.CommitLSN)
 	}
-	return strings.Join(parts, ".")
+	if f.Operation != "" {
+		ev.Str("operation", f.Operation)
+	}
+	if f.Relation != "" {
+		ev.Str("relation", f.Relation)
+	}
+	if f.SQLState != "" {
+		ev.Str("sqlstate", f.SQLState)
+	}
+	ev.Msg(msg)
 }

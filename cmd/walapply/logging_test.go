@@ -139,17 +139,3 @@ func TestLogColoursAndFormat(t *testing.T) {
 
 // jsonLogTime is RFC 3339 in UTC with milliseconds.
 var jsonLogTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
-
-func TestPlainRelation(t *testing.T) {
-	for in, want := range map[string]string{
-		`"public"."t"`:          "public.t",
-		`"My ""Schema"""."a.b"`: `My "Schema".a.b`,
-		`"public"."t`:           `"public"."t`,
-		`public.t`:              "public.t",
-		`"s"x`:                  `"s"x`,
-	} {
-		if got := plainRelation(in); got != want {
-			t.Errorf("plainRelation(%s) = %s, want %s", in, got, want)
-		}
-	}
-}

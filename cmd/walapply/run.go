@@ -32,6 +32,9 @@ type runFlags struct {
 	gidMode      string
 	cpuProfile   string
 	until        string
+	// run_wait.go
+	onPermanentError   string
+	errorRetryInterval time.Duration
 }
 
 func (f *runFlags) register(fs interface {
@@ -71,6 +74,8 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and the /healthz and /readyz probes on this address (host:port; empty: off)")
 	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file (for diagnosing a slow applier; read it with go tool pprof)")
 	fs.DurationVar(&f.readyMaxLag, "ready-max-lag", 30*time.Second, "/readyz answers ready while the lag (and the age of the last progress report) is at most this")
+	fs.StringVar(&f.onPermanentError, "on-permanent-error", onPermanentExit, "after an error that retrying does not fix: exit (status 1), or wait: stay up, not ready, serving the error in the metrics, and run again after --error-retry or on SIGHUP (for Kubernetes, see docs/KUBERNETES.md)")
+	fs.DurationVar(&f.errorRetryInterval, "error-retry", 5*time.Minute, "with --on-permanent-error wait: how long to wait before running again")
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -104,12 +109,22 @@ func runCmd(ctx context.Context, args []string) error {
 	if f.cfg.ProgressInterval == 0 {
 		f.cfg.ProgressInterval = -1
 	}
+	switch f.onPermanentError {
+	case onPermanentExit, onPermanentWait:
+	default:
+		return &usageError{msg: fmt.Sprintf("--on-permanent-error: %q: want exit or wait", f.onPermanentError)}
+	}
+	if f.errorRetryInterval <= 0 {
+		return &usageError{msg: "--error-retry: must be more than 0"}
+	}
+	var waiting waitingObserver
 	if f.metricsAddr != "" {
 		stop, err := startMetrics(f.metricsAddr, f.readyMaxLag, &f.cfg, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		waiting, _ = f.cfg.Observer.(waitingObserver)
 	}
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
@@ -120,7 +135,7 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	var reached *apply.UntilReached
 	f.cfg.OnUntilReached = func(r apply.UntilReached) { reached = &r }
-	err = apply.Run(ctx, f.cfg)
+	logged, err := f.runUntilStopped(ctx, log, waiting) // run_wait.go
 	if err == nil {
 		log.Info().Msg("stopped")
 		if reached != nil {
@@ -128,6 +143,9 @@ func runCmd(ctx context.Context, args []string) error {
 			fmt.Printf("reached %s: every source transaction committed at or before it is applied (target origin at %s)\n", reached.Until, reached.Applied)
 		}
 		return nil
+	}
+	if logged {
+		return &loggedError{err}
 	}
 	if console, _ := logsConsole(os.Stderr, f.logFormat); !console {
 		return logFatal(log, err)

@@ -147,6 +147,10 @@ type slotStatus struct {
 	// the applier is connected; 0 when there is no lag in bytes.
 	LagSeconds *float64   `json:"lag_seconds,omitempty"`
 	ReplyTime  *time.Time `json:"last_reply_at,omitempty"`
+	// LagFrom says where LagSeconds comes from, LagNote why it is absent
+	// (status_lag.go).
+	LagFrom string `json:"lag_seconds_from,omitempty"`
+	LagNote string `json:"lag_note,omitempty"`
 	// Failover and Synced are pg_replication_slots' columns (PostgreSQL
 	// 17+; absent before): see status_failover.go.
 	Failover *bool `json:"failover,omitempty"`
@@ -191,6 +195,9 @@ func gatherStatus(ctx context.Context, f statusFlags) (*statusReport, error) {
 		defer source.Close(context.WithoutCancel(ctx))
 		for i := range rep.Appliers {
 			if rep.Appliers[i].Source, err = readSourceState(ctx, source, &rep.Appliers[i]); err != nil {
+				return nil, err
+			}
+			if err := readCopyEstimates(ctx, source, &rep.Appliers[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -334,7 +341,10 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 	if err := readCopyState(ctx, conn, a); err != nil {
 		return err
 	}
-	return readTableStates(ctx, conn, a)
+	if err := readTableStates(ctx, conn, a); err != nil {
+		return err
+	}
+	return readCopyProgress(ctx, conn, a) // status_progress.go
 }
 
 // untilStatus is the stop position of an applier's latest start with
@@ -360,38 +370,6 @@ func readUntilState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error
 	return nil
 }
 
-// copyStatus is how far an applier's initial copy (walapply run --copy) got.
-type copyStatus struct {
-	Complete   bool       `json:"complete"`
-	TablesDone int        `json:"tables_done"`
-	Tables     int        `json:"tables"`
-	Rows       int64      `json:"rows"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-}
-
-// readCopyState reads the applier's initial copy, if it made one.
-func readCopyState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	c := &copyStatus{}
-	var pending int
-	err := conn.QueryRow(ctx, `SELECT c.started_at, c.finished_at,
-			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint,
-			count(s.*) FILTER (WHERE s.status = 'pending')::int
-		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier AND s.status IN ('pending', 'done')
-		WHERE c.applier = $1 GROUP BY c.started_at, c.finished_at`, a.Name).
-		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows, &pending)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the initial copy's state on the target: %w", err)
-	}
-	// A table published later and not copied yet keeps it incomplete.
-	c.Complete = c.FinishedAt != nil && pending == 0
-	a.Copy = c
-	return nil
-}
-
 // readSourceState reads the applier's slot on the source.
 func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*sourceStatus, error) {
 	s := &sourceStatus{}
@@ -408,17 +386,18 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 	slot := &slotStatus{}
 	var lag, retained *int64
 	var lagSecs *float64
+	var hidden *bool // pg_stat_replication's row is there, its columns hidden from this role
 	var restart, confirmed, walStatus, plugin, database *string
 	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text, s.slot_type, s.plugin, s.database, s.active, s.active_pid,
 			s.restart_lsn::text, s.confirmed_flush_lsn::text, s.wal_status,
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)::bigint,
-			EXTRACT(epoch FROM r.flush_lag)::float8, r.reply_time
+			EXTRACT(epoch FROM r.flush_lag)::float8, r.reply_time, r.pid IS NOT NULL AND r.state IS NULL
 		FROM (SELECT 1) one
 		LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
 		LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid`, a.Slot).
 		Scan(&s.CurrentLSN, &slotType, &plugin, &database, &active, &slot.ActivePID, &restart, &confirmed, &walStatus,
-			&lag, &retained, &lagSecs, &slot.ReplyTime)
+			&lag, &retained, &lagSecs, &slot.ReplyTime, &hidden)
 	if err != nil {
 		return nil, fmt.Errorf("reading replication slot %q on the source: %w", a.Slot, err)
 	}
@@ -441,12 +420,15 @@ func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*so
 		zero := 0.0
 		slot.LagSeconds = &zero
 	case lagSecs != nil:
-		slot.LagSeconds = lagSecs
+		slot.LagSeconds, slot.LagFrom = lagSecs, lagFromView
 	}
 	if err := readSlotFailover(ctx, conn, a.Slot, slot); err != nil { // status_failover.go
 		return nil, err
 	}
 	s.Slot = slot
+	if slot.LagSeconds == nil && slot.Active {
+		return s, measureLag(ctx, conn, a.Slot, s, hidden != nil && *hidden) // status_lag.go
+	}
 	return s, nil
 }
 

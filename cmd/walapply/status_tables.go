@@ -29,6 +29,9 @@ type tableStatus struct {
 	Rows      *int64     `json:"rows,omitempty"`     // rows copied
 	CopiedAt  *time.Time `json:"copied_at,omitempty"`
 	AddedAt   time.Time  `json:"added_at"`
+	// Copying is the progress of a 'pending' table's copy running now
+	// (status_progress.go); nil when none runs or none can be seen.
+	Copying *tableProgress `json:"copying,omitempty"`
 }
 
 // readTableStates reads the tables the applier knows.
@@ -58,6 +61,9 @@ func tableStateText(t tableStatus) string {
 	switch t.State {
 	case "pending":
 		s = "copy pending (the applier is copying it, or copies it when it starts)"
+		if t.Copying != nil {
+			s = copyingText(t.Copying)
+		}
 	case "copied":
 		s = "copied at " + t.CopyLSN + ", catching up with the stream"
 	case "done":

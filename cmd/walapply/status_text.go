@@ -59,6 +59,10 @@ func writeStatusText(w io.Writer, rep *statusReport, now time.Time) error {
 		case c.FinishedAt != nil:
 			line("initial copy", "finished %s; %d of %d tables copied (%d rows), the others were published since and are copied when the applier starts",
 				c.FinishedAt.UTC().Format(time.DateTime), c.TablesDone, c.Tables, c.Rows)
+		case copying(a) > 0:
+			line("initial copy", "RUNNING: %d of %d tables done (%d rows), %d being copied now (below)", c.TablesDone, c.Tables, c.Rows, copying(a))
+		case copySessions(a):
+			line("initial copy", "RUNNING: %d of %d tables done (%d rows); the progress of the tables being copied shows to the applier's own target role (or one with pg_read_all_stats)", c.TablesDone, c.Tables, c.Rows)
 		default:
 			line("initial copy", "INCOMPLETE: %d of %d tables done (%d rows); run walapply run --copy again to finish it", c.TablesDone, c.Tables, c.Rows)
 		}
@@ -119,13 +123,7 @@ func writeSourceText(line func(label, format string, a ...any), s *sourceStatus)
 	if sl.LagBytes != nil {
 		lag = bytesText(*sl.LagBytes)
 	}
-	lagTime := "unknown while no applier is connected"
-	if sl.LagSeconds != nil {
-		lagTime = (time.Duration(*sl.LagSeconds * float64(time.Second))).Round(time.Millisecond).String()
-	} else if sl.Active {
-		lagTime = "not measured yet"
-	}
-	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTime, orNone(sl.ConfirmedFlushLSN), s.CurrentLSN)
+	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTimeText(sl), orNone(sl.ConfirmedFlushLSN), s.CurrentLSN) // status_lag.go
 	if sl.RetainedBytes != nil {
 		line("WAL retained", "%s from %s (wal_status %s)", bytesText(*sl.RetainedBytes), orNone(sl.RestartLSN), orNone(sl.WALStatus))
 	}
