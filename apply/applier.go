@@ -42,6 +42,24 @@ type openTxn struct {
 	origin     string // from an Origin message, if any
 }
 
+// alreadyApplied is the one rule (DESIGN.md invariant 1) by which every path
+// (Begin, Stream Commit, Begin Prepare / Stream Prepare, Commit and Rollback
+// Prepared) recognises a source transaction applied before a restart. at is
+// a position inside the record that ends the transaction on the source: its
+// start (Begin's final LSN, Stream Commit's commit LSN, the prepare LSN), or,
+// for a message that only carries the record's end, that end minus one.
+// origin is the origin's progress, the end LSN of the last transaction
+// applied. Source records do not overlap, so the transaction was applied
+// exactly when its end record starts before that end: at < origin.
+//
+// A two-phase transaction before the origin may still have to be applied
+// (prepared before two-phase decoding began on the slot): the prepare path
+// asks the target whether its GID is prepared (startPrepared). A different
+// rule, per table, decides which changes a table's initial copy already
+// holds (copy_filter.go): it compares with the copy's snapshot point and
+// xids, not with the origin, and drops changes, not whole transactions.
+func alreadyApplied(at, origin protocol.LSN) bool { return at < origin }
+
 // Applier turns decoded messages into SQL on the target. It is fed one
 // message at a time by the run loop; see the package doc for the design.
 type Applier struct {
@@ -164,9 +182,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		a.txn.origin = msg.(*protocol.Origin).Name
 	case EvBegin:
 		b := msg.(*protocol.Begin)
-		// A transaction whose commit record starts before the end of the
-		// last applied one was applied already (DESIGN.md invariant 1).
-		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
+		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
 		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
@@ -303,7 +319,7 @@ func (a *Applier) noteSkipped() {
 // queueOriginAdvance records the source position inside the target
 // transaction, so the commit and the progress are one atomic fact.
 func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
-	a.params = append(a.params[:0], []byte(end.String()), []byte(at.Time().Format("2006-01-02 15:04:05.999999Z07:00")))
+	a.params = state.AppendXactSetupArgs(a.params[:0], end, at.Time())
 	a.formats = append(a.formats[:0], 0, 0)
 	a.sess.queueStmt(opOrigin, nil, a.sess.xactSetup, a.params, a.formats, 0, 0)
 }
@@ -341,6 +357,20 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 }
 
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
+	err = a.failQueued(ctx, q, err)
+	if q != nil && q.op == opCommit {
+		// The origin was set up and then the COMMIT failed: on PostgreSQL
+		// 16+ the abort advanced the origin (state's package doc).
+		if rerr := a.rewindOrigin(ctx, "", false); rerr != nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// failQueued is failStmt without the rewind: it names the transaction and
+// statement of q in err and rolls back.
+func (a *Applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
 	if q != nil {
@@ -355,45 +385,7 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 			te.Relation = q.rel.String()
 		}
 	}
-	err = a.fail(ctx, te)
-	if q != nil && q.op == opCommit {
-		// The origin was set up and then the COMMIT failed: on PostgreSQL
-		// 16+ the abort advanced the origin (state's package doc).
-		if rerr := a.rewindOrigin(ctx); rerr != nil {
-			return rerr
-		}
-	}
-	return err
-}
-
-// rewindOrigin moves the origin back to the last applied position after a
-// COMMIT that failed once the origin's progress was set up: PostgreSQL 16+
-// advances the origin on abort as well, and the source would then never
-// send the failed transactions again. A lost connection cannot be repaired
-// here (its backend may still hold the origin); that window, between the
-// last two messages of a batch, is documented in state's package doc.
-func (a *Applier) rewindOrigin(ctx context.Context) error {
-	conn := a.sess.conn
-	if a.sess.pg.IsClosed() || a.sess.origin == "" {
-		return nil
-	}
-	lsn, _, err := state.OriginProgress(ctx, conn, a.sess.origin, false)
-	if err == nil && lsn > a.applied {
-		err = state.SessionReset(ctx, conn)
-		if err == nil {
-			err = state.AdvanceOrigin(ctx, conn, a.sess.origin, a.applied)
-		}
-		if err == nil {
-			err = state.SessionSetup(ctx, conn, a.sess.origin)
-		}
-		if err == nil {
-			a.log.Warn().Stringer("from", lsn).Stringer("to", a.applied).Msg("moved the origin back after a failed COMMIT (PostgreSQL 16+ advances it on abort)")
-		}
-	}
-	if err != nil {
-		return &PermanentError{fmt.Errorf("after a failed COMMIT, checking origin %q: %w; it may be past transactions that were not applied: compare pg_replication_origin_progress with the last applied position %s and move it back with pg_replication_origin_advance if needed, then restart", a.sess.origin, err, a.applied)}
-	}
-	return nil
+	return a.fail(ctx, te)
 }
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's

@@ -134,7 +134,7 @@ func (s *targetSession) setup(ctx context.Context, origin string) error {
 	if err := state.SessionSetup(ctx, s.conn, origin); err != nil {
 		return fmt.Errorf("setting up the target session: %w", err)
 	}
-	sd, err := s.prepare(ctx, "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)", nil)
+	sd, err := s.prepare(ctx, state.XactSetupSQL, nil)
 	if err != nil {
 		return err
 	}
