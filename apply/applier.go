@@ -73,7 +73,6 @@ type Applier struct {
 	// commit was issued: the origin's progress once that commit is flushed.
 	applied     protocol.LSN
 	appliedTime protocol.Timestamp
-	lastWasSkip bool
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome Outcome
 	stream  streamState   // streamed transactions (stream.go)
@@ -131,8 +130,8 @@ func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied pr
 	return a
 }
 
-// Applied returns the end LSN of the last applied source transaction and
-// whether the last transaction to end was skipped as already applied.
+// Applied returns the end LSN of the last applied source transaction, the
+// origin's progress once its commit is durable, and its commit time.
 func (a *Applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applied, a.appliedTime }
 
 // InTransaction reports whether a source transaction is being applied.
@@ -304,14 +303,13 @@ func (a *Applier) collect() {
 // noteApplied records that the source transaction ending at end is now
 // committed (or prepared) on the target.
 func (a *Applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
-	a.applied, a.appliedTime, a.lastWasSkip = end, at, false
+	a.applied, a.appliedTime = end, at
 	a.Stats.TxnsApplied.Add(1)
 	a.outcome.Applied, a.outcome.End = true, end
 }
 
 // noteSkipped records that a source transaction was already applied.
 func (a *Applier) noteSkipped() {
-	a.lastWasSkip = true
 	a.Stats.TxnsSkipped.Add(1)
 	a.outcome.Skipped = true
 }

@@ -45,7 +45,7 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		now := time.Now()
 		if !now.Before(nextFeedback) {
-			if err := s.feedback(applyCtx, false); err != nil {
+			if err := s.feedback(applyCtx); err != nil {
 				return err
 			}
 			nextFeedback = now.Add(cfg.FeedbackInterval)
@@ -85,7 +85,7 @@ func (s *session) loop(ctx context.Context) error {
 			s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd)
 			s.tracker.Received(ev.ServerWALEnd)
 			if ev.ReplyRequested {
-				if err := s.feedback(applyCtx, false); err != nil {
+				if err := s.feedback(applyCtx); err != nil {
 					return err
 				}
 			}
@@ -179,7 +179,7 @@ func (s *session) settle(ctx context.Context, step func(context.Context) error) 
 
 // feedback learns what is durable on the target and confirms it to the
 // source (DESIGN.md invariant 2).
-func (s *session) feedback(ctx context.Context, final bool) error {
+func (s *session) feedback(ctx context.Context) error {
 	if s.tracker.NeedsDurableCheck() {
 		lsn, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
 		if err != nil {
@@ -201,7 +201,6 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 	}
 	s.observe(f)
 	s.checkLeftovers(ctx) // prepare_recover.go
-	_ = final
 	return nil
 }
 

@@ -281,7 +281,6 @@ func (a *Applier) tpSkipped() {
 		a.noteSkipped()
 		return
 	}
-	a.lastWasSkip = true
 	a.Stats.TxnsSkipped.Add(1)
 	a.outcome.Count++
 }
