@@ -158,7 +158,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		// Step has already opened the new transaction; the group ended
 		// with the previous message. Its work, and the batch in flight,
 		// must be done before the connection is used for anything else.
-		if err := a.flushGroup(ctx); err != nil {
+		if err := a.commitGroup(ctx); err != nil {
 			return ev, err
 		}
 		if err := a.Settle(ctx); err != nil {
