@@ -42,6 +42,24 @@ type openTxn struct {
 	origin     string // from an Origin message, if any
 }
 
+// alreadyApplied is the one rule (DESIGN.md invariant 1) by which every path
+// (Begin, Stream Commit, Begin Prepare / Stream Prepare, Commit and Rollback
+// Prepared) recognises a source transaction applied before a restart. at is
+// a position inside the record that ends the transaction on the source: its
+// start (Begin's final LSN, Stream Commit's commit LSN, the prepare LSN), or,
+// for a message that only carries the record's end, that end minus one.
+// origin is the origin's progress, the end LSN of the last transaction
+// applied. Source records do not overlap, so the transaction was applied
+// exactly when its end record starts before that end: at < origin.
+//
+// A two-phase transaction before the origin may still have to be applied
+// (prepared before two-phase decoding began on the slot): the prepare path
+// asks the target whether its GID is prepared (startPrepared). A different
+// rule, per table, decides which changes a table's initial copy already
+// holds (copy_filter.go): it compares with the copy's snapshot point and
+// xids, not with the origin, and drops changes, not whole transactions.
+func alreadyApplied(at, origin protocol.LSN) bool { return at < origin }
+
 // Applier turns decoded messages into SQL on the target. It is fed one
 // message at a time by the run loop; see the package doc for the design.
 type Applier struct {
@@ -55,7 +73,6 @@ type Applier struct {
 	// commit was issued: the origin's progress once that commit is flushed.
 	applied     protocol.LSN
 	appliedTime protocol.Timestamp
-	lastWasSkip bool
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome Outcome
 	stream  streamState   // streamed transactions (stream.go)
@@ -113,8 +130,8 @@ func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied pr
 	return a
 }
 
-// Applied returns the end LSN of the last applied source transaction and
-// whether the last transaction to end was skipped as already applied.
+// Applied returns the end LSN of the last applied source transaction, the
+// origin's progress once its commit is durable, and its commit time.
 func (a *Applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applied, a.appliedTime }
 
 // InTransaction reports whether a source transaction is being applied.
@@ -141,7 +158,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		// Step has already opened the new transaction; the group ended
 		// with the previous message. Its work, and the batch in flight,
 		// must be done before the connection is used for anything else.
-		if err := a.flushGroup(ctx); err != nil {
+		if err := a.commitGroup(ctx); err != nil {
 			return ev, err
 		}
 		if err := a.Settle(ctx); err != nil {
@@ -164,9 +181,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		a.txn.origin = msg.(*protocol.Origin).Name
 	case EvBegin:
 		b := msg.(*protocol.Begin)
-		// A transaction whose commit record starts before the end of the
-		// last applied one was applied already (DESIGN.md invariant 1).
-		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: b.FinalLSN < a.applied}
+		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
 		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
@@ -288,14 +303,13 @@ func (a *Applier) collect() {
 // noteApplied records that the source transaction ending at end is now
 // committed (or prepared) on the target.
 func (a *Applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
-	a.applied, a.appliedTime, a.lastWasSkip = end, at, false
+	a.applied, a.appliedTime = end, at
 	a.Stats.TxnsApplied.Add(1)
 	a.outcome.Applied, a.outcome.End = true, end
 }
 
 // noteSkipped records that a source transaction was already applied.
 func (a *Applier) noteSkipped() {
-	a.lastWasSkip = true
 	a.Stats.TxnsSkipped.Add(1)
 	a.outcome.Skipped = true
 }
@@ -303,7 +317,7 @@ func (a *Applier) noteSkipped() {
 // queueOriginAdvance records the source position inside the target
 // transaction, so the commit and the progress are one atomic fact.
 func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
-	a.params = append(a.params[:0], []byte(end.String()), []byte(at.Time().Format("2006-01-02 15:04:05.999999Z07:00")))
+	a.params = state.AppendXactSetupArgs(a.params[:0], end, at.Time())
 	a.formats = append(a.formats[:0], 0, 0)
 	a.sess.queueStmt(opOrigin, nil, a.sess.xactSetup, a.params, a.formats, 0, 0)
 }
@@ -341,6 +355,20 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 }
 
 func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
+	err = a.failQueued(ctx, q, err)
+	if q != nil && q.op == opCommit {
+		// The origin was set up and then the COMMIT failed: on PostgreSQL
+		// 16+ the abort advanced the origin (state's package doc).
+		if rerr := a.rewindOrigin(ctx, "", false); rerr != nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// failQueued is failStmt without the rewind: it names the transaction and
+// statement of q in err and rolls back.
+func (a *Applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
 	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
@@ -361,45 +389,7 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 			te.Relation = q.rel.String()
 		}
 	}
-	err = a.fail(ctx, te)
-	if q != nil && q.op == opCommit {
-		// The origin was set up and then the COMMIT failed: on PostgreSQL
-		// 16+ the abort advanced the origin (state's package doc).
-		if rerr := a.rewindOrigin(ctx); rerr != nil {
-			return rerr
-		}
-	}
-	return err
-}
-
-// rewindOrigin moves the origin back to the last applied position after a
-// COMMIT that failed once the origin's progress was set up: PostgreSQL 16+
-// advances the origin on abort as well, and the source would then never
-// send the failed transactions again. A lost connection cannot be repaired
-// here (its backend may still hold the origin); that window, between the
-// last two messages of a batch, is documented in state's package doc.
-func (a *Applier) rewindOrigin(ctx context.Context) error {
-	conn := a.sess.conn
-	if a.sess.pg.IsClosed() || a.sess.origin == "" {
-		return nil
-	}
-	lsn, _, err := state.OriginProgress(ctx, conn, a.sess.origin, false)
-	if err == nil && lsn > a.applied {
-		err = state.SessionReset(ctx, conn)
-		if err == nil {
-			err = state.AdvanceOrigin(ctx, conn, a.sess.origin, a.applied)
-		}
-		if err == nil {
-			err = state.SessionSetup(ctx, conn, a.sess.origin)
-		}
-		if err == nil {
-			a.log.Warn().Stringer("from", lsn).Stringer("to", a.applied).Msg("moved the origin back after a failed COMMIT (PostgreSQL 16+ advances it on abort)")
-		}
-	}
-	if err != nil {
-		return &PermanentError{fmt.Errorf("after a failed COMMIT, checking origin %q: %w; it may be past transactions that were not applied: compare pg_replication_origin_progress with the last applied position %s and move it back with pg_replication_origin_advance if needed, then restart", a.sess.origin, err, a.applied)}
-	}
-	return nil
+	return a.fail(ctx, te)
 }
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's

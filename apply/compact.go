@@ -90,8 +90,6 @@ func newCompactor() *compactor {
 	return &compactor{byRel: map[uint32]*netTable{}, arena: make([]byte, 0, 4096)}
 }
 
-func (c *compactor) empty() bool { return c.n == 0 }
-
 func (c *compactor) hasRelation(relid uint32) bool {
 	t := c.byRel[relid]
 	return t != nil && len(t.rows) > 0
@@ -265,15 +263,4 @@ func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
 	}
 	c.n++
 	return true
-}
-
-// unchanged reports whether any column of an image is an unchanged TOAST
-// value (then the row needs an UPDATE that leaves it out).
-func hasUnchanged(img []cell) bool {
-	for _, x := range img {
-		if x.kind == protocol.ColumnUnchanged {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/walapply/walapply/protocol"
@@ -85,21 +87,31 @@ func TestCompactorTransitions(t *testing.T) {
 
 func TestChunks(t *testing.T) {
 	rows := make([]*netRow, 300)
-	var sizes []int
-	_ = chunks(rows, 2, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil })
-	want := []int{256, 32, 4, 4, 4}
-	_ = want
-	total := 0
-	for _, s := range sizes {
-		total += s
+	tests := []struct {
+		n, perRow int
+		want      []int
+	}{
+		{300, 2, []int{256, 32, 4, 4, 4}},
+		{7, 2, []int{4, 1, 1, 1}},
+		{0, 2, nil},
+		// The parameter limit caps the chunk: 1000 parameters per row allow
+		// 32 rows at most, 70000 not even one, which is then sent alone.
+		{100, 1000, []int{32, 32, 32, 4}},
+		{2, 70000, []int{1, 1}},
 	}
-	if total != 300 || sizes[0] != 256 || sizes[1] != 32 {
-		t.Errorf("chunks of 300 rows: %v", sizes)
+	for _, tt := range tests {
+		var sizes []int
+		if err := chunks(rows[:tt.n], tt.perRow, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sizes, tt.want) {
+			t.Errorf("chunks of %d rows with %d parameters each: %v, want %v", tt.n, tt.perRow, sizes, tt.want)
+		}
 	}
-	// The parameter limit caps the chunk: 1000 columns allow 32 rows at most.
-	sizes = sizes[:0]
-	_ = chunks(rows[:100], 1000, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil })
-	if sizes[0] != 32 {
-		t.Errorf("chunks with 1000 parameters per row: %v", sizes)
+	// An error from fn stops at once.
+	calls := 0
+	boom := errors.New("boom")
+	if err := chunks(rows, 2, func([]*netRow) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
+		t.Errorf("chunks after an error: %v after %d calls, want boom after 1", err, calls)
 	}
 }

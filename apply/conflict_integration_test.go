@@ -11,13 +11,6 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// conflictRows reads walapply.conflicts on the target as "kind resolution
-// relation key".
-func (h *harness) conflictRows() []string {
-	h.t.Helper()
-	return h.rows(h.pair.Target, `SELECT kind || ' ' || resolution || ' ' || COALESCE(relation, '-') || ' ' || COALESCE(key, '-') FROM walapply.conflicts`)
-}
-
 // TestConflictPolicies meets every conflict kind under every policy and
 // checks the target's rows and the walapply.conflicts records.
 func TestConflictPolicies(t *testing.T) {

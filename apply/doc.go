@@ -98,4 +98,70 @@
 // it checks the framing (transactions, stream blocks, prepared transactions)
 // and says what the message means (an Event). Applier acts on events against
 // a target session; Run is the loop around both that owns the connections.
+//
+// # Glossary
+//
+// One word per concept; the code uses them in these senses only.
+//
+//   - change: one Insert, Update, Delete or Truncate of a source transaction.
+//   - statement: SQL queued for the target (one per change, or one per
+//     table and kind after compaction, or one COPY).
+//   - batch: the statements sent to the target in one round trip
+//     (targetSession). At most one batch is in flight; the next is built
+//     while the target executes it.
+//   - send: write the queued statements as a batch without waiting
+//     (sendAsync). drain: read the results of the batch in flight. flush:
+//     send and drain, so that the target has executed everything queued
+//     (targetSession.flush, for a batch that is full or must be known
+//     done, e.g. PREPARE TRANSACTION).
+//   - settle: drain and record the commits the batch carried as applied
+//     (Applier.Settle). A commit counts as applied only once settled.
+//   - group: source transactions folded into one target transaction
+//     (group.go); a group of one is an ordinary transaction.
+//   - commit: queue the origin advance and COMMIT of the target
+//     transaction and send them without waiting (Applier.commit,
+//     commitGroup). CommitAndSettle commits and waits until settled.
+//   - write-out: turning the net state compaction holds into statements,
+//     queued (compact_write.go); a group writes out before its commit, and
+//     earlier when it holds too many rows or a message needs the table.
+//   - idle: the stream is quiet (no message at hand); Applier.Idle takes
+//     one step towards nothing pending. Between transactions is "no
+//     transaction" (TxnMachine), and FlushTracker.Idle means no transaction
+//     open and everything applied durable.
+//   - applied: committed (or prepared) on the target and settled: the
+//     origin's progress once durable (Applier.Applied). durable: confirmed
+//     by pg_replication_origin_progress(origin, true); only that is
+//     confirmed to the source (state.FlushTracker).
+//   - already applied: at or before the origin's progress, by the one rule
+//     alreadyApplied; such a transaction is skipped.
+//   - session: a run's connections from connect to the first error
+//     (session, run.go); the target session is the applying connection
+//     (targetSession, target.go), whose replication origin is set up on
+//     it (state.SessionSetup).
+//
+// # Files
+//
+//   - Run loop: run.go (sessions, connect, retry), loop.go (receive,
+//     feedback, outcome tracking), keepalive.go, lease.go (one process per
+//     applier), until.go (--until), wait.go (Start, Runner), observe.go,
+//     config.go.
+//   - Deciding: txn.go (TxnMachine, message framing), applier.go (Handle,
+//     commit, failure), group.go (group commit), skip.go (--skip-lsn),
+//     origin_filter.go, conflict.go, rewind.go (the origin moved back after
+//     a failed COMMIT or PREPARE).
+//   - The target: target.go (the pipelined session), target_copy.go (COPY
+//     in a batch), statements.go, sqlbuild.go, catalog.go, relcache.go,
+//     registry.go (the walapply schema), errors.go, errdetail.go.
+//   - Compaction: compact.go (net state), compact_write.go (write-out),
+//     compact_rows.go (rows as array parameters), compact_order.go.
+//   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
+//     stream_errors.go, stream_publication.go.
+//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go.
+//   - Initial copy and tables published later: copy.go, copy_tables.go,
+//     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
+//     refresh.go, refresh_state.go, refresh_sync.go.
+//   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
+//     identity.go (slot and origin agree), timeline.go, failover.go,
+//     compare.go, compare_catalog.go, compare_keys.go, drop.go,
+//     drop_facts.go.
 package apply

@@ -58,7 +58,7 @@ func (e Event) needsOwnTransaction() bool {
 // group (open, or continued by the source transaction in progress), or a
 // batch in flight. The run loop then waits for the next message only
 // briefly; inside a source transaction that wait may end with nothing to
-// do (FlushGroup is then a no-op), which is cheaper than switching the
+// do (CommitAndSettle is then a no-op), which is cheaper than switching the
 // stream's deadline at every BEGIN and COMMIT.
 func (a *Applier) Pending() bool {
 	return a.group.count > 0 || a.sess.busy()
@@ -78,10 +78,10 @@ func (a *Applier) clock() time.Time {
 	return a.now
 }
 
-// FlushGroup commits the open group, if any, and waits for the
+// CommitAndSettle commits the open group, if any, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
 // before it stops.
-func (a *Applier) FlushGroup(ctx context.Context) error {
+func (a *Applier) CommitAndSettle(ctx context.Context) error {
 	if err := a.Idle(ctx); err != nil {
 		return err
 	}
@@ -102,13 +102,14 @@ func (a *Applier) Idle(ctx context.Context) error {
 		return nil
 	}
 	if a.group.count > 0 {
-		return a.flushGroup(ctx)
+		return a.commitGroup(ctx)
 	}
 	return a.Settle(ctx)
 }
 
-// flushGroup commits the group; no source transaction may be in progress.
-func (a *Applier) flushGroup(ctx context.Context) error {
+// commitGroup commits the group without waiting for the target (commit);
+// no source transaction may be in progress.
+func (a *Applier) commitGroup(ctx context.Context) error {
 	if a.group.count == 0 {
 		return nil
 	}

@@ -29,7 +29,7 @@ func (s *session) loop(ctx context.Context) error {
 	for {
 		if ctx.Err() != nil {
 			// A clean stop: commit what is complete, confirm it (close()).
-			if err := s.flushGroup(applyCtx); err != nil {
+			if err := s.commitAndSettle(applyCtx); err != nil {
 				return err
 			}
 			return nil
@@ -45,7 +45,7 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		now := time.Now()
 		if !now.Before(nextFeedback) {
-			if err := s.feedback(applyCtx, false); err != nil {
+			if err := s.feedback(applyCtx); err != nil {
 				return err
 			}
 			nextFeedback = now.Add(cfg.FeedbackInterval)
@@ -85,7 +85,7 @@ func (s *session) loop(ctx context.Context) error {
 			s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd)
 			s.tracker.Received(ev.ServerWALEnd)
 			if ev.ReplyRequested {
-				if err := s.feedback(applyCtx, false); err != nil {
+				if err := s.feedback(applyCtx); err != nil {
 					return err
 				}
 			}
@@ -156,19 +156,21 @@ func (s *session) track(o Outcome) {
 	}
 }
 
-// flushGroup commits the applier's open group, if any, and settles the
+// commitAndSettle commits the applier's open group, if any, and settles the
 // batch in flight.
-func (s *session) flushGroup(ctx context.Context) error {
-	return s.settle(ctx, s.applier.FlushGroup)
+func (s *session) commitAndSettle(ctx context.Context) error {
+	return s.tracked(ctx, s.applier.CommitAndSettle)
 }
 
-// idle is flushGroup's first step, for a stream that is quiet for now
+// idle is commitAndSettle's first step, for a stream that is quiet for now
 // (Applier.Idle).
 func (s *session) idle(ctx context.Context) error {
-	return s.settle(ctx, s.applier.Idle)
+	return s.tracked(ctx, s.applier.Idle)
 }
 
-func (s *session) settle(ctx context.Context, step func(context.Context) error) error {
+// tracked runs one of the applier's steps and passes its outcome to the
+// FlushTracker.
+func (s *session) tracked(ctx context.Context, step func(context.Context) error) error {
 	s.applier.outcome = Outcome{}
 	if err := step(ctx); err != nil {
 		return err
@@ -179,7 +181,7 @@ func (s *session) settle(ctx context.Context, step func(context.Context) error) 
 
 // feedback learns what is durable on the target and confirms it to the
 // source (DESIGN.md invariant 2).
-func (s *session) feedback(ctx context.Context, final bool) error {
+func (s *session) feedback(ctx context.Context) error {
 	if s.tracker.NeedsDurableCheck() {
 		lsn, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
 		if err != nil {
@@ -201,7 +203,6 @@ func (s *session) feedback(ctx context.Context, final bool) error {
 	}
 	s.observe(f)
 	s.checkLeftovers(ctx) // prepare_recover.go
-	_ = final
 	return nil
 }
 

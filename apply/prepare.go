@@ -39,7 +39,7 @@ package apply
 // PREPARE TRANSACTION is skipped when the GID is in use, which is what makes
 // PREPARE fail in practice; for any other failure after the setup (the
 // connection lost during PREPARE, the prepared-transaction slots taken by
-// another client in between), repairOrigin moves the origin back to the last
+// another client in between), rewindOrigin moves the origin back to the last
 // applied position unless the PREPARE is found to have happened.
 //
 // Leftovers. At connect, the applier's prepared transactions on the target
@@ -55,18 +55,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
 
 // twoPhaseState is the applier's part in two-phase transactions.
 type twoPhaseState struct {
-	on     bool
-	mode   twophase.Mode
-	name   string // the applier's name, for GIDs
-	origin string
-	cfg    *Config // for a repair connection (repairOrigin)
+	on   bool
+	mode twophase.Mode
+	name string  // the applier's name, for GIDs
+	cfg  *Config // for a repair connection (rewindOrigin)
 
-	// setupUnless is twophase.XactSetupUnlessPreparedSQL, prepared.
+	// setupUnless is state.XactSetupUnlessPreparedSQL, prepared.
 	setupUnless *pgconn.StatementDescription
 	// gid is the target GID of the transaction being prepared; open says
 	// that a Begin Prepare has come and its Prepare not yet.
@@ -136,11 +136,11 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 	}
 
 	a := s.applier
-	setup, err := a.sess.prepare(ctx, twophase.XactSetupUnlessPreparedSQL, nil)
+	setup, err := a.sess.prepare(ctx, state.XactSetupUnlessPreparedSQL, nil)
 	if err != nil {
 		return err
 	}
-	a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, origin: s.origin, cfg: cfg,
+	a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg,
 		setupUnless: setup, prepared: map[string]bool{}}
 	return s.findLeftovers(ctx)
 }

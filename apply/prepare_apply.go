@@ -33,7 +33,7 @@ func (a *Applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 		return false, err
 	}
 	a.tp.gid = gid
-	if prepareLSN >= a.applied {
+	if !alreadyApplied(prepareLSN, a.applied) {
 		return false, nil
 	}
 	prepared, err := twophase.IsPrepared(ctx, a.sess.conn, gid)
@@ -130,7 +130,7 @@ func (a *Applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) 
 // to exist before anything else happens on the session.
 func (a *Applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	gid := a.tp.gid
-	a.params = append(a.params[:0], []byte(end.String()), []byte(at.Time().Format("2006-01-02 15:04:05.999999Z07:00")), []byte(gid))
+	a.params = append(state.AppendXactSetupArgs(a.params[:0], end, at.Time()), []byte(gid))
 	a.formats = append(a.formats[:0], 0, 0, 0)
 	a.sess.queueStmt(opOrigin, nil, a.tp.setupUnless, a.params, a.formats, 0, 0)
 	a.sess.queueSQL(opCommit, nil, twophase.PrepareSQL(gid))
@@ -163,7 +163,7 @@ func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error
 			}
 		}
 	}
-	ferr := a.failStmt(ctx, failed, err)
+	ferr := a.failQueued(ctx, failed, err)
 	var te *TxnError
 	if errors.As(ferr, &te) && failed != nil && (failed.op == opCommit || failed.op == opOrigin) {
 		te.Op = OpPrepare + " " + twophase.QuoteGID(gid)
@@ -171,7 +171,7 @@ func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error
 	if !afterSetup {
 		return ferr
 	}
-	if rerr := a.repairOrigin(ctx, gid, failed == nil); rerr != nil {
+	if rerr := a.rewindOrigin(ctx, gid, failed == nil); rerr != nil {
 		return rerr
 	}
 	return ferr
@@ -213,7 +213,7 @@ func (a *Applier) finishPrepared(ctx context.Context, f finish) error {
 		return err
 	}
 	what := f.what() + " " + twophase.QuoteGID(gid)
-	tag, err := a.sess.conn.Exec(ctx, twophase.XactSetupIfPreparedSQL, f.end.String(), f.at.Time(), gid)
+	tag, err := a.sess.conn.Exec(ctx, state.XactSetupIfPreparedSQL, f.end.String(), f.at.Time(), gid)
 	if err != nil {
 		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: fmt.Errorf("setting up the origin: %w", err)}
 	}
@@ -242,7 +242,7 @@ func (a *Applier) finishPrepared(ctx context.Context, f finish) error {
 func (a *Applier) notPrepared(f *finish, gid string) {
 	ours := a.tp.prepared[gid]
 	delete(a.tp.prepared, gid)
-	if f.end <= a.applied && !ours {
+	if alreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
 		// Finished before a restart: the origin is past it.
 		a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what() + " already applied; skipped")
 		a.tpSkipped()
@@ -281,7 +281,6 @@ func (a *Applier) tpSkipped() {
 		a.noteSkipped()
 		return
 	}
-	a.lastWasSkip = true
 	a.Stats.TxnsSkipped.Add(1)
 	a.outcome.Count++
 }

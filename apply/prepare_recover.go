@@ -2,118 +2,12 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
-	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
-
-// originReleaseWait bounds how long a repair waits for the backend of a
-// lost apply connection to release the origin.
-const originReleaseWait = 30 * time.Second
-
-// repairOrigin undoes an origin advance that a failed PREPARE TRANSACTION
-// may have left behind: on PostgreSQL 16+ the abort of a transaction that
-// had set the origin up advances it too, so the source would never send the
-// transaction again (state's package doc). The origin is moved back to the
-// last applied position unless the transaction turns out to be prepared
-// (maybeDone: the connection was lost, so the PREPARE may have happened).
-// On a live session the failed transaction has been rolled back already;
-// on a lost one, the repair waits on a new connection for the old backend
-// to release the origin.
-//
-// An error means the origin may be ahead of the target's data: it is
-// permanent, so that the run stops rather than resume past the transaction.
-func (a *Applier) repairOrigin(ctx context.Context, gid string, maybeDone bool) error {
-	tp := &a.tp
-	conn := a.sess.conn
-	if a.sess.pg.IsClosed() {
-		c, err := connectTarget(ctx, tp.cfg, "repair")
-		if err != nil {
-			// The target is unreachable: most likely it went down, and its
-			// backends with it, before writing an abort record.
-			a.log.Warn().Err(err).Str("gid", gid).Msg("cannot reach the target to check the origin after a failed PREPARE TRANSACTION")
-			return nil
-		}
-		defer c.Close(context.WithoutCancel(ctx))
-		if err := waitOriginFree(ctx, c, tp.origin); err != nil {
-			return a.repairFailed(gid, err)
-		}
-		conn = c
-	} else {
-		if err := state.XactReset(ctx, conn); err != nil {
-			return a.repairFailed(gid, err)
-		}
-		maybeDone = false
-	}
-	if maybeDone {
-		prepared, err := twophase.IsPrepared(ctx, conn, gid)
-		if err != nil {
-			return a.repairFailed(gid, err)
-		}
-		if prepared {
-			a.log.Info().Str("gid", gid).Msg("the connection was lost after PREPARE TRANSACTION took effect; the transaction is prepared on the target")
-			return nil
-		}
-	}
-	lsn, _, err := state.OriginProgress(ctx, conn, tp.origin, false)
-	if err != nil {
-		return a.repairFailed(gid, err)
-	}
-	if lsn <= a.applied {
-		if conn != a.sess.conn {
-			return a.repairFailed(gid, state.SessionReset(ctx, conn))
-		}
-		return nil
-	}
-	if err := state.SessionReset(ctx, conn); err != nil {
-		return a.repairFailed(gid, err)
-	}
-	if err := state.AdvanceOrigin(ctx, conn, tp.origin, a.applied); err != nil {
-		return a.repairFailed(gid, err)
-	}
-	if conn == a.sess.conn {
-		if err := state.SessionSetup(ctx, conn, tp.origin); err != nil {
-			return a.repairFailed(gid, err)
-		}
-	}
-	a.log.Warn().Str("gid", gid).Stringer("from", lsn).Stringer("to", a.applied).
-		Msg("moved the origin back after a failed PREPARE TRANSACTION (PostgreSQL 16+ advances it on abort); the source sends the transaction again")
-	return nil
-}
-
-func (a *Applier) repairFailed(gid string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{fmt.Errorf("after a failed PREPARE TRANSACTION %s, checking the target's origin %q: %w; it may be past the transaction, which would then be lost: "+
-		"compare pg_replication_origin_progress(%s, false) on the target with the last transaction applied (%s), move it back with pg_replication_origin_advance if needed, then restart",
-		twophase.QuoteGID(gid), a.tp.origin, err, twophase.QuoteGID(a.tp.origin), a.applied)}
-}
-
-// waitOriginFree sets the origin up on conn, waiting for the session that
-// holds it to end.
-func waitOriginFree(ctx context.Context, conn *pgx.Conn, origin string) error {
-	deadline := time.Now().Add(originReleaseWait)
-	for {
-		err := state.SessionSetup(ctx, conn, origin)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
 
 // findLeftovers lists the applier's prepared transactions on the target. Those
 // the source still has prepared wait for their outcome; the others are kept

@@ -274,7 +274,7 @@ func (s *session) catchUpReady(ctx context.Context) error {
 	}
 	// Everything received so far committed and settled: the origin is at
 	// the last applied transaction.
-	if err := s.flushGroup(ctx); err != nil {
+	if err := s.commitAndSettle(ctx); err != nil {
 		return err
 	}
 	return s.catchUp(ctx, ts)

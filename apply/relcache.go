@@ -78,13 +78,6 @@ func NewRelationCache(binary bool) *RelationCache {
 	return &RelationCache{rels: map[uint32]*relEntry{}, types: map[uint32]*protocol.TypeMessage{}, binary: binary}
 }
 
-// Reset forgets everything (after a reconnect the source resends what is
-// needed; target tables may have changed too).
-func (c *RelationCache) Reset() {
-	c.rels = map[uint32]*relEntry{}
-	c.types = map[uint32]*protocol.TypeMessage{}
-}
-
 // PutRelation remembers a Relation message. rel must not be reused by the
 // caller (protocol.Relation.Decode allocates a fresh value).
 func (c *RelationCache) PutRelation(rel *protocol.Relation) {

@@ -126,7 +126,7 @@ func (s *session) close() {
 	s.closeStreaming()
 	if s.stream != nil && s.tracker != nil && s.control != nil {
 		// A last confirmation of what is durable, so the source can recycle WAL.
-		if err := s.feedback(ctx, true); err != nil {
+		if err := s.feedback(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("final feedback")
 		}
 	}

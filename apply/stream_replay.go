@@ -14,10 +14,9 @@ import (
 // streamCommit applies a streamed transaction at its commit: the spill file
 // replayed into one target transaction that also advances the origin.
 func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) error {
-	// Like a Begin and a Commit at once (see Outcome); the same rule as for
-	// Begin recognises a transaction applied before a restart (invariant 1).
+	// Like a Begin and a Commit at once (see Outcome).
 	a.outcome.Began = true
-	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: m.CommitLSN < a.applied}
+	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
 		if err := a.dropSpilled(m.Xid); err != nil {
 			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction applied before")

@@ -135,7 +135,7 @@ func (s *targetSession) setup(ctx context.Context, origin string) error {
 	if err := state.SessionSetup(ctx, s.conn, origin); err != nil {
 		return fmt.Errorf("setting up the target session: %w", err)
 	}
-	sd, err := s.prepare(ctx, "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)", nil)
+	sd, err := s.prepare(ctx, state.XactSetupSQL, nil)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
 	var o batchOutcome
 	settle := func(i int, r stmtResult) {
 		if i < len(f.queued) {
-			s.settle(&o, &f.queued[i], f.keys, r)
+			s.noteResult(&o, &f.queued[i], f.keys, r)
 		}
 	}
 	var n int
@@ -352,10 +352,10 @@ type batchOutcome struct {
 	err    error
 }
 
-// settle checks one statement's result: the keys a self-recording
+// noteResult checks one statement's result: the keys a self-recording
 // statement returned are passed on, the first error is kept in o, and an
 // UPDATE or DELETE that changed fewer rows than it should is reported.
-func (s *targetSession) settle(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
+func (s *targetSession) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
 	if q.conflict != "" && s.conflicted != nil {
 		for _, k := range r.conflicts {
 			s.conflicted(q, k)

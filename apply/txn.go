@@ -52,7 +52,7 @@ func (e Event) String() string {
 type txnState uint8
 
 const (
-	stateIdle      txnState = iota
+	stateNoTxn     txnState = iota
 	stateInTxn              // between Begin and Commit
 	stateInPrepare          // between Begin Prepare and Prepare
 )
@@ -95,7 +95,7 @@ func (m *TxnMachine) Reset() {
 
 // InTransaction reports whether an ordinary or to-be-prepared transaction is
 // open.
-func (m *TxnMachine) InTransaction() bool { return m.state != stateIdle }
+func (m *TxnMachine) InTransaction() bool { return m.state != stateNoTxn }
 
 // InStreamBlock reports whether a stream block is open.
 func (m *TxnMachine) InStreamBlock() bool { return m.inBlock }
@@ -129,7 +129,7 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		if !msg.Transactional() {
 			return EvNone, nil
 		}
-		if m.state == stateIdle {
+		if m.state == stateNoTxn {
 			return 0, orderError("transactional logical message outside a transaction")
 		}
 		return EvMessage, nil
@@ -138,13 +138,13 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 			m.blockChange = true
 			return EvStreamChange, nil
 		}
-		if m.state == stateIdle {
+		if m.state == stateNoTxn {
 			return 0, orderError("%s outside a transaction", msg.Type())
 		}
 		m.hadChanges = true
 		return EvChange, nil
 	case *protocol.Begin:
-		if err := m.needIdle(msg.Type()); err != nil {
+		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		m.state, m.finalLSN, m.xid, m.hadChanges = stateInTxn, msg.FinalLSN, msg.Xid, false
@@ -156,16 +156,16 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		if msg.CommitLSN != m.finalLSN {
 			return 0, orderError("Commit LSN %s does not match its Begin's final LSN %s (xid %d)", msg.CommitLSN, m.finalLSN, m.xid)
 		}
-		m.state = stateIdle
+		m.state = stateNoTxn
 		return EvCommit, nil
 	case *protocol.BeginPrepare:
-		if err := m.needIdle(msg.Type()); err != nil {
+		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		m.state, m.finalLSN, m.xid, m.hadChanges = stateInPrepare, msg.PrepareLSN, msg.Xid, false
 		return EvBeginPrepare, nil
 	case *protocol.Prepare:
-		if m.state == stateIdle && !m.inBlock {
+		if m.state == stateNoTxn && !m.inBlock {
 			// PostgreSQL 18 sends a Prepare alone, without Begin Prepare,
 			// for a prepared transaction with nothing to decode (one that
 			// only locked rows, say): an empty prepared transaction.
@@ -177,15 +177,15 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		if msg.PrepareLSN != m.finalLSN || msg.Xid != m.xid {
 			return 0, orderError("Prepare (LSN %s, xid %d) does not match its Begin Prepare (LSN %s, xid %d)", msg.PrepareLSN, msg.Xid, m.finalLSN, m.xid)
 		}
-		m.state = stateIdle
+		m.state = stateNoTxn
 		return EvPrepare, nil
 	case *protocol.CommitPrepared:
-		if err := m.needIdle(msg.Type()); err != nil {
+		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		return EvCommitPrepared, nil
 	case *protocol.RollbackPrepared:
-		if err := m.needIdle(msg.Type()); err != nil {
+		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		return EvRollbackPrepared, nil
@@ -193,7 +193,7 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		if m.inBlock {
 			return 0, orderError("Stream Start for xid %d inside the stream block of xid %d", msg.Xid, m.blockXid)
 		}
-		if m.state != stateIdle {
+		if m.state != stateNoTxn {
 			return 0, orderError("Stream Start for xid %d inside transaction %d", msg.Xid, m.xid)
 		}
 		_, open := m.streams[msg.Xid]
@@ -246,7 +246,7 @@ func (m *TxnMachine) stepOrigin() (Event, error) {
 		}
 		return EvOrigin, nil
 	}
-	if m.state == stateIdle {
+	if m.state == stateNoTxn {
 		return 0, orderError("Origin message outside a transaction")
 	}
 	if m.hadChanges {
@@ -255,18 +255,18 @@ func (m *TxnMachine) stepOrigin() (Event, error) {
 	return EvOrigin, nil
 }
 
-func (m *TxnMachine) needIdle(t protocol.MessageType) error {
+func (m *TxnMachine) needNoTxn(t protocol.MessageType) error {
 	if m.inBlock {
 		return orderError("%s inside the stream block of xid %d", t, m.blockXid)
 	}
-	if m.state != stateIdle {
+	if m.state != stateNoTxn {
 		return orderError("%s inside transaction %d", t, m.xid)
 	}
 	return nil
 }
 
 func (m *TxnMachine) endStream(t protocol.MessageType, xid uint32) error {
-	if err := m.needIdle(t); err != nil {
+	if err := m.needNoTxn(t); err != nil {
 		return err
 	}
 	if _, open := m.streams[xid]; !open {

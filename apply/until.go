@@ -175,7 +175,7 @@ func (s *session) stopAtUntil(ctx context.Context) error {
 		cfg.Logger.Warn().Stringer("until_lsn", cfg.Until).Stringer("applied_lsn", applied).
 			Msg("the target already held source changes past the --until position when this session started; it cannot go back")
 	}
-	if err := s.flushGroup(ctx); err != nil {
+	if err := s.commitAndSettle(ctx); err != nil {
 		return err
 	}
 	lsn, _, err := state.OriginProgress(ctx, s.control, s.origin, true)

@@ -1,5 +1,6 @@
 // Package state keeps walapply's durable progress: the replication origin on
-// the target (origin.go), the FlushTracker that decides which source position
+// the target (origin.go; the per-transaction advance, its two-phase
+// variants and the rewind in origin_xact.go), the FlushTracker that decides which source position
 // may be confirmed (flush.go), and the spill files that hold streamed
 // in-progress transactions until their Stream Commit or Stream Prepare
 // (spill*.go).
@@ -42,7 +43,8 @@
 // treats the origin's progress as unreliable: it resets the session
 // (SessionReset, on a new connection if need be), moves the progress back to
 // the last position it knows committed (AdvanceOrigin, which may go
-// backwards) and only then sets the session up again. A crash of the applier
+// backwards) and only then sets the session up again: RewindOrigin, once
+// per failed transaction. A crash of the applier
 // between such a failure and that repair still leaves the origin ahead of
 // the data; no client-side order closes that window on 16 and later.
 //

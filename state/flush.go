@@ -175,11 +175,6 @@ func (t *FlushTracker) Idle() bool {
 	return t.open == 0 && t.applied <= t.durable
 }
 
-// InTxn reports whether a transaction is in progress.
-func (t *FlushTracker) InTxn() bool {
-	return t.open > 0
-}
-
 // NeedsDurableCheck reports whether some applied transaction is not yet known
 // durable, so that calling pg_replication_origin_progress(origin, true) would
 // let the flush position advance.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -37,23 +36,6 @@ const OriginNamePrefix = "walapply_"
 // longer ones, but slot and subscription names, which an operator reads next
 // to them, are limited to 63 bytes, and so are they here.
 const MaxOriginNameLen = 63
-
-// XactSetupSQL marks the current target transaction as replaying the source
-// transaction that ended at $1 (the end LSN as text, "X/Y") and committed at
-// $2 (a timestamptz): its commit, or its PREPARE TRANSACTION, advances the
-// session's origin to $1 atomically (and from PostgreSQL 16 on, so does its
-// abort: see "Aborts advance the origin" in the package documentation). Run it inside every target transaction
-// that applies a source transaction, after SessionSetup on the connection
-// (DESIGN.md invariant 1), or alone just before COMMIT PREPARED / ROLLBACK
-// PREPARED, which cannot run inside a transaction block.
-const XactSetupSQL = "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)"
-
-// XactResetSQL undoes XactSetupSQL on the session. It must run before a
-// transaction that ran XactSetupSQL is rolled back on purpose, and on a
-// session whose transaction failed after XactSetupSQL, before that session
-// runs anything else; see "Aborts advance the origin" in the package
-// documentation.
-const XactResetSQL = "SELECT pg_catalog.pg_replication_origin_xact_reset()"
 
 // OriginName returns the name of applier's replication origin:
 // OriginNamePrefix followed by the applier's name. The name must be non-empty
@@ -174,24 +156,6 @@ func SessionReset(ctx context.Context, q Querier) error {
 		WHERE pg_catalog.pg_replication_origin_session_is_setup()`)
 	if err != nil {
 		return fmt.Errorf("state: resetting the session's replication origin: %w", err)
-	}
-	return nil
-}
-
-// XactSetup runs XactSetupSQL: the current transaction's commit will advance
-// the session's origin to end, the source transaction's end LSN, with commit
-// time commitTime.
-func XactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
-	if _, err := q.Exec(ctx, XactSetupSQL, end.String(), commitTime); err != nil {
-		return fmt.Errorf("state: setting up the replication origin for the transaction ending at %s: %w", end, err)
-	}
-	return nil
-}
-
-// XactReset runs XactResetSQL.
-func XactReset(ctx context.Context, q Querier) error {
-	if _, err := q.Exec(ctx, XactResetSQL); err != nil {
-		return fmt.Errorf("state: resetting the transaction's replication origin: %w", err)
 	}
 	return nil
 }

@@ -287,18 +287,21 @@ func TestOriginAbortAdvances(t *testing.T) {
 		txn(3, 0x3000, false, false)
 		if version >= 16 {
 			wantProgress(t, conn, name, 0x3000)
-			// The repair: reset the session, move the progress back.
-			if err := SessionReset(ctx, conn); err != nil {
-				t.Fatal(err)
-			}
-			if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
-				t.Fatal(err)
-			}
-			if err := SessionSetup(ctx, conn, name); err != nil {
-				t.Fatal(err)
-			}
+		}
+		// The repair moves the progress back, with the session's origin
+		// set up again; where nothing moved, it does nothing.
+		wantFrom := protocol.LSN(0x1000)
+		if version >= 16 {
+			wantFrom = 0x3000
+		}
+		if from, err := RewindOrigin(ctx, conn, name, 0x1000, true); err != nil || from != wantFrom {
+			t.Fatalf("RewindOrigin = %s, %v; want %s", from, err, wantFrom)
 		}
 		wantProgress(t, conn, name, 0x1000)
+		var setUp bool
+		if err := conn.QueryRow(ctx, "SELECT pg_replication_origin_session_is_setup()").Scan(&setUp); err != nil || !setUp {
+			t.Fatalf("after RewindOrigin with setup the session's origin is set up: %v, %v", setUp, err)
+		}
 
 		// The session variables outlive the transaction: XactSetup in a
 		// transaction without an xid writes no record, and a later abort
@@ -384,11 +387,14 @@ func TestOriginAbortAdvances(t *testing.T) {
 		} else {
 			wantProgress(t, conn, name, 0x1000)
 		}
-		if err := SessionReset(ctx, conn); err != nil {
+		// Without setup, the rewind leaves the session without the origin,
+		// for another session to take.
+		if _, err := RewindOrigin(ctx, conn, name, 0x1000, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
-			t.Fatal(err)
+		wantProgress(t, conn, name, 0x1000)
+		if err := conn.QueryRow(ctx, "SELECT pg_replication_origin_session_is_setup()").Scan(&setUp); err != nil || setUp {
+			t.Fatalf("after RewindOrigin without setup the session's origin is set up: %v, %v", setUp, err)
 		}
 
 		// A session that disconnects inside a transaction after XactSetup:

@@ -36,7 +36,7 @@
 // alone on the same session just before them, and their commit or abort
 // record carries the outcome's end LSN (checked on PostgreSQL 15 and 18).
 // Both setups are written so that they only happen when the step can
-// succeed (XactSetupUnlessPreparedSQL, XactSetupIfPreparedSQL): from
+// succeed (state.XactSetupUnlessPreparedSQL, state.XactSetupIfPreparedSQL): from
 // PostgreSQL 16 on an aborted transaction advances the origin as well (see
 // package state), and a PREPARE TRANSACTION that fails on a GID in use
 // would otherwise mark a transaction as applied that is not.

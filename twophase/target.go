@@ -31,22 +31,6 @@ func FinishSQL(gid string, commit bool) string {
 	return "ROLLBACK PREPARED " + QuoteGID(gid)
 }
 
-// XactSetupUnlessPreparedSQL is the origin setup of a transaction about to
-// be prepared under $3: it marks the transaction as replaying the source
-// transaction whose Prepare ended at $1 (an LSN as text) at $2 (a
-// timestamptz), unless $3 is prepared already. In that case PREPARE
-// TRANSACTION fails on the GID in use, and on PostgreSQL 16+ the abort that
-// follows would otherwise advance the origin to $1.
-const XactSetupUnlessPreparedSQL = `SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)
-	WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_prepared_xacts WHERE gid = $3)`
-
-// XactSetupIfPreparedSQL is the standalone origin setup before COMMIT
-// PREPARED or ROLLBACK PREPARED of $3, made only if $3 is prepared: it
-// returns one row when it set the origin up (then send FinishSQL next, on
-// the same session) and none when there is nothing to finish.
-const XactSetupIfPreparedSQL = `SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)
-	FROM pg_catalog.pg_prepared_xacts WHERE gid = $3`
-
 // ErrNoPreparedTransactions is returned by CheckTarget when the target
 // cannot prepare transactions.
 var ErrNoPreparedTransactions = errors.New("twophase: the target has max_prepared_transactions = 0")

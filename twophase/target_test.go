@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -100,7 +101,7 @@ func TestTargetOperations(t *testing.T) {
 		// A PREPARE under a GID in use fails; the origin was not set up, so
 		// it does not move (PostgreSQL 16+ would advance it on the abort).
 		exec(`BEGIN`, `INSERT INTO t VALUES (2)`)
-		if _, err := conn.Exec(ctx, XactSetupUnlessPreparedSQL, "0/1000", "2025-01-01 00:00:00Z", "other"); err != nil {
+		if _, err := conn.Exec(ctx, state.XactSetupUnlessPreparedSQL, "0/1000", "2025-01-01 00:00:00Z", "other"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := conn.Exec(ctx, PrepareSQL("other")); err == nil {
@@ -112,7 +113,7 @@ func TestTargetOperations(t *testing.T) {
 		}
 		// Under a free GID, the PREPARE advances the origin.
 		exec(`BEGIN`, `INSERT INTO t VALUES (3)`)
-		if _, err := conn.Exec(ctx, XactSetupUnlessPreparedSQL, "0/2000", "2025-01-01 00:00:00Z", "mine"); err != nil {
+		if _, err := conn.Exec(ctx, state.XactSetupUnlessPreparedSQL, "0/2000", "2025-01-01 00:00:00Z", "mine"); err != nil {
 			t.Fatal(err)
 		}
 		exec(PrepareSQL("mine"))
@@ -120,11 +121,11 @@ func TestTargetOperations(t *testing.T) {
 			t.Errorf("after PREPARE TRANSACTION the origin is at %s, want 0/2000", p)
 		}
 		// The outcome's setup happens only for a prepared GID.
-		tag, err := conn.Exec(ctx, XactSetupIfPreparedSQL, "0/3000", "2025-01-01 00:00:00Z", "gone")
+		tag, err := conn.Exec(ctx, state.XactSetupIfPreparedSQL, "0/3000", "2025-01-01 00:00:00Z", "gone")
 		if err != nil || tag.RowsAffected() != 0 {
 			t.Fatalf("setup for a GID not prepared: %v, %v", tag, err)
 		}
-		tag, err = conn.Exec(ctx, XactSetupIfPreparedSQL, "0/4000", "2025-01-01 00:00:00Z", "mine")
+		tag, err = conn.Exec(ctx, state.XactSetupIfPreparedSQL, "0/4000", "2025-01-01 00:00:00Z", "mine")
 		if err != nil || tag.RowsAffected() != 1 {
 			t.Fatalf("setup for a prepared GID: %v, %v", tag, err)
 		}
@@ -132,7 +133,7 @@ func TestTargetOperations(t *testing.T) {
 		if p := progress(); p != "0/4000" {
 			t.Errorf("after COMMIT PREPARED the origin is at %s, want 0/4000", p)
 		}
-		tag, err = conn.Exec(ctx, XactSetupIfPreparedSQL, "0/5000", "2025-01-01 00:00:00Z", "other")
+		tag, err = conn.Exec(ctx, state.XactSetupIfPreparedSQL, "0/5000", "2025-01-01 00:00:00Z", "other")
 		if err != nil || tag.RowsAffected() != 1 {
 			t.Fatalf("setup for a prepared GID: %v, %v", tag, err)
 		}
