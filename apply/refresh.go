@@ -138,16 +138,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	if err != nil {
 		return nil, err
 	}
-	src, err := connectSource(ctx, cfg, "refresh")
+	src, tables, err := s.publishedNow(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	version := s.source.ServerVersion()
-	tables, err := listPublishedTables(ctx, src, cfg.Publications, version)
-	if err != nil {
-		return nil, err
-	}
 	known, err := readKnownTables(ctx, s.control, cfg.Name)
 	if err != nil {
 		return nil, err
@@ -222,7 +217,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		}
 	}
 	if len(toCopy) > 0 {
-		if err := s.copyNewTables(ctx, toCopy, version); err != nil {
+		if err := s.copyNewTables(ctx, toCopy, s.source.ServerVersion()); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +239,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	for _, n := range removed {
 		w.known[n] = true
 	}
-	parts, err := partitionsOf(ctx, src, tables, version)
+	parts, err := partitionsOf(ctx, src, tables, s.source.ServerVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +247,21 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		w.known[n] = true
 	}
 	return w, nil
+}
+
+// publishedNow opens a plain source connection and lists the tables the
+// publications hold now; the caller closes the connection.
+func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*copyTable, error) {
+	src, err := connectSource(ctx, s.cfg, "refresh")
+	if err != nil {
+		return nil, nil, err
+	}
+	tables, err := listPublishedTables(ctx, src, s.cfg.Publications, s.source.ServerVersion())
+	if err != nil {
+		src.Close(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return src, tables, nil
 }
 
 // partitionsOf lists the partitions of the published partitioned tables.

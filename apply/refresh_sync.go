@@ -202,16 +202,11 @@ func (w *tableWatch) stop() {
 // then ends, and the next start sorts it out).
 func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) {
 	cfg := s.cfg
-	src, err := connectSource(ctx, cfg, "refresh")
+	src, tables, err := s.publishedNow(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	version := s.source.ServerVersion()
-	tables, err := listPublishedTables(ctx, src, cfg.Publications, version)
-	if err != nil {
-		return nil, err
-	}
 	i := slices.IndexFunc(tables, func(t *copyTable) bool { return t.relName == n })
 	if i < 0 {
 		return nil, nil
@@ -228,7 +223,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 	ts.wg.Add(1)
 	go func() {
 		defer ts.wg.Done()
-		ts.done <- s.copyInBackground(cctx, t, version)
+		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
 	cfg.Logger.Info().Str("table", t.String()).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
