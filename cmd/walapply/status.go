@@ -134,7 +134,7 @@ type slotStatus struct {
 	Active            bool   `json:"active"`
 	ActivePID         *int32 `json:"active_pid,omitempty"`
 	RestartLSN        string `json:"restart_lsn,omitempty"`
-	ConfirmedFlushLSN string `json:"confirmed_flush_lsn,omitempty"`
+	ConfirmedFlushLSN string `json:"confirmed_lsn,omitempty"` // the slot's confirmed_flush_lsn: one name with the log and metrics
 	WALStatus         string `json:"wal_status,omitempty"`
 	// LagBytes is current_lsn - confirmed_flush_lsn: source WAL not yet
 	// confirmed as applied and durable on the target.

@@ -187,6 +187,10 @@ func statusJSON(t *testing.T, ctx context.Context, args ...string) statusReport 
 	t.Helper()
 	out, _, err := runStatus(ctx, append(args, "--json")...)
 	statusMust(t, err)
+	// One position, one name: the log and the metrics say confirmed_lsn.
+	if strings.Contains(out, "confirmed_flush") {
+		t.Errorf("status --json names the confirmed position otherwise than confirmed_lsn:\n%s", out)
+	}
 	var rep statusReport
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()

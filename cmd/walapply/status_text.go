@@ -123,7 +123,7 @@ func writeSourceText(line func(label, format string, a ...any), s *sourceStatus)
 	if sl.LagBytes != nil {
 		lag = bytesText(*sl.LagBytes)
 	}
-	line("lag", "%s, %s (confirmed %s, source at %s)", lag, lagTimeText(sl), orNone(sl.ConfirmedFlushLSN), s.CurrentLSN) // status_lag.go
+	line("lag", "%s, %s (confirmed_lsn %s, source at %s)", lag, lagTimeText(sl), orNone(sl.ConfirmedFlushLSN), s.CurrentLSN) // status_lag.go
 	if sl.RetainedBytes != nil {
 		line("WAL retained", "%s from %s (wal_status %s)", bytesText(*sl.RetainedBytes), orNone(sl.RestartLSN), orNone(sl.WALStatus))
 	}
