@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -139,6 +140,21 @@ func TestCopySchema(t *testing.T) {
 		stopWriting := schemaWriter(h)
 		cfg := h.config("sslot", "pub")
 		cfg.CreateSlot, cfg.Copy, cfg.Schema, cfg.IndexWorkers = false, true, true, 2
+		// A password in the source's connection string (the test
+		// clusters trust, and ignore it) must reach pg_dump only in its
+		// environment, not on its command line; a wrapper records both.
+		const password = "S3cr3t-pw"
+		cfg.Source = strings.Replace(cfg.Source, "postgres@", "postgres:"+password+"@", 1)
+		real, err := exec.LookPath("pg_dump")
+		if err != nil {
+			t.Skipf("no pg_dump on PATH: %v", err)
+		}
+		record := filepath.Join(t.TempDir(), "pg_dump.args")
+		cfg.PgDump = filepath.Join(t.TempDir(), "pg_dump")
+		wrapper := fmt.Sprintf("#!/bin/sh\necho \"$* PGPASSWORD=$PGPASSWORD\" >> %s\nexec %s \"$@\"\n", record, real)
+		if err := os.WriteFile(cfg.PgDump, []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		stop := h.runApplier(cfg)
 		h.waitCopyDone(2*time.Minute, nil)
 		time.Sleep(300 * time.Millisecond) // more writes, streamed
@@ -149,6 +165,19 @@ func TestCopySchema(t *testing.T) {
 		}
 		h.expect(`SELECT schema_phase FROM walapply.copies`, "post-data")
 		h.schemaCompare()
+		b, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			args, env, _ := strings.Cut(line, " PGPASSWORD=")
+			if strings.Contains(args, password) {
+				t.Errorf("pg_dump's command line holds the password: %s", args)
+			}
+			if args != "--version" && (env != password || !strings.Contains(args, "--no-owner --no-privileges")) {
+				t.Errorf("pg_dump ran as %q with PGPASSWORD %q: want --no-owner --no-privileges, and the password in PGPASSWORD", args, env)
+			}
+		}
 	})
 }
 
@@ -240,4 +269,52 @@ func TestCopySchemaConflicts(t *testing.T) {
 			t.Errorf("--schema without --copy: %v", err)
 		}
 	})
+}
+
+// TestCopySchemaNewerSource: a source newer than the pg_dump found is
+// refused before anything is created, saying which pg_dump to install;
+// one that claims to be new enough but refuses the server (pg_dump's own
+// version check) is reported as clearly.
+func TestCopySchemaNewerSource(t *testing.T) {
+	t.Parallel()
+	versions, err := testenv.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := slices.Max(versions)
+	if newest <= schemaSourceVersion {
+		t.Skipf("needs a source newer than PostgreSQL %d's pg_dump; WALAPPLY_TEST_PG=%v", schemaSourceVersion, versions)
+	}
+	real, err := exec.LookPath("pg_dump")
+	if err != nil {
+		t.Skipf("no pg_dump on PATH: %v", err)
+	}
+	h := newHarness(t, newest, nil, nil)
+	h.source(`CREATE TABLE t (id int PRIMARY KEY)`, `CREATE PUBLICATION pub FOR TABLE t`)
+	run := func(cfg apply.Config) error {
+		ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		defer cancel()
+		return apply.Run(ctx, cfg)
+	}
+	cfg := h.config("sslot", "pub")
+	cfg.CreateSlot, cfg.Copy, cfg.Schema = false, true, true
+	cfg.PgDump = real
+	want := fmt.Sprintf("PostgreSQL %d's pg_dump, older than the source (PostgreSQL %d)", schemaSourceVersion, newest)
+	if err := run(cfg); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("postgresql-client-%d", newest)) {
+		t.Errorf("--schema from PostgreSQL %d with pg_dump %d: %v, want %q and what to install", newest, schemaSourceVersion, err, want)
+	}
+	if slots := h.rows(h.pair.Source, `SELECT slot_name::text FROM pg_replication_slots`); len(slots) != 0 {
+		t.Errorf("slots on the source after the refusal: %q", slots)
+	}
+	h.expect(`SELECT count(*)::text FROM pg_tables WHERE tablename = 't'`, "0")
+
+	liar := filepath.Join(t.TempDir(), "pg_dump")
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'pg_dump (PostgreSQL) %d.0'; exit 0; }\nexec %s \"$@\"\n", newest, real)
+	if err := os.WriteFile(liar, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.PgDump = liar
+	if err := run(cfg); err == nil || !strings.Contains(err.Error(), "refuses the source's server version") || !strings.Contains(err.Error(), "server version mismatch") {
+		t.Errorf("a pg_dump refusing the server: %v", err)
+	}
 }
