@@ -182,7 +182,8 @@ func TestCopySchema(t *testing.T) {
 }
 
 // TestCopySchemaResume: walapply killed (-9) once the pre-data section is
-// on the target, before the copy: the next start goes on from there.
+// on the target, before the copy, and again in the post-data section:
+// each next start goes on from there.
 func TestCopySchemaResume(t *testing.T) {
 	t.Parallel()
 	schemaPairs(t, func(t *testing.T, h *harness) {
@@ -206,6 +207,27 @@ func TestCopySchemaResume(t *testing.T) {
 		}
 		h.expect(`SELECT count(*)::text FROM app.accounts`, "0")
 		stopWriting := schemaWriter(h)
+
+		// Killed again in the post-data section: a ROW EXCLUSIVE lock
+		// lets the copy write into the quoted table but holds its
+		// primary key's build.
+		lock, err := h.pair.Target.Connect(h.ctx, "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Close(h.ctx)
+		if _, err := lock.Exec(h.ctx, `BEGIN; LOCK TABLE "Other Sch"."Odd ""Table""" IN ROW EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		p.start()
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = '"Other Sch"."Odd ""Table"""'::regclass)`)
+		p.kill()
+		if _, err := lock.Exec(h.ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+		h.expect(`SELECT coalesce(schema_phase, '-') || ' ' || (finished_at IS NULL)::text FROM walapply.copies`, "pre-data true")
+		h.expect(`SELECT count(*)::text FROM walapply.copy_state WHERE status = 'done'`, "2")
+
 		p.start()
 		h.waitCopyDone(2*time.Minute, p)
 		stopWriting()
