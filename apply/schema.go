@@ -466,7 +466,16 @@ func (c *copier) runEntries(ctx context.Context, preamble string, jobs <-chan du
 func checkSchema(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
 	cfg := s.cfg
 	if !cfg.Schema {
-		return nil, nil
+		if !f.copyTodo {
+			return nil, nil
+		}
+		// A copy begun with --schema has no keys on the target before
+		// its post-data section: it must finish with --schema.
+		rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+		if err != nil || rec.schemaPhase != schemaPreData {
+			return nil, err
+		}
+		return []error{&PermanentError{fmt.Errorf("the unfinished initial copy of applier %q was started with --schema and its indexes and constraints are not built yet: run again with --copy --schema", cfg.Name)}}, nil
 	}
 	if !cfg.Copy {
 		return []error{&PermanentError{errors.New("--schema creates the target tables for the initial copy and needs --copy")}}, nil

@@ -205,7 +205,30 @@ func TestCopySchemaResume(t *testing.T) {
 		if _, err := hold.Exec(h.ctx, `COMMIT`); err != nil {
 			t.Fatal(err)
 		}
+		// The killed process's walsender finishes creating the slot and
+		// then finds its client gone; until then the slot is in use.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var busy bool
+			if err := hold.QueryRow(h.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'walsender')`).Scan(&busy); err != nil {
+				t.Fatal(err)
+			}
+			if !busy {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the killed applier's walsender is still there after a minute")
+			}
+		}
 		h.expect(`SELECT count(*)::text FROM app.accounts`, "0")
+		// Finishing without --schema would stream into keyless tables.
+		cfg := h.config("sslot", "pub")
+		cfg.CreateSlot, cfg.Copy = false, true
+		ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		err = apply.Run(ctx, cfg)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "was started with --schema") {
+			t.Errorf("resuming a --schema copy without --schema: %v", err)
+		}
 		stopWriting := schemaWriter(h)
 
 		// Killed again in the post-data section: a ROW EXCLUSIVE lock
