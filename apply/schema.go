@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -356,7 +357,7 @@ func runPreamble(ctx context.Context, conn *pgx.Conn, preamble string) error {
 // postData builds the indexes, constraints and triggers of the published
 // tables once they are copied, and records the phase.
 func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
-	cfg := c.cfg
+	cfg, began := c.cfg, time.Now()
 	d, err := findPgDump(ctx, cfg, c.version)
 	if err != nil {
 		return err
@@ -424,6 +425,8 @@ feed:
 		return fmt.Errorf("recording the post-data phase in walapply.copies on the target: %w", err)
 	}
 	c.rec.schemaPhase = schemaPostData
+	cfg.Logger.Info().Int("entries", len(entries)).Float64("seconds", round1(time.Since(began).Seconds())).
+		Msg("schema: post-data built on the target")
 	return nil
 }
 
