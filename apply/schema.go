@@ -171,7 +171,10 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 			rest = append(rest, e)
 		}
 	}
-	workers := max(1, cfg.IndexWorkers)
+	workers := cfg.IndexWorkers
+	if workers <= 0 {
+		workers = 2
+	}
 	cfg.Logger.Info().Int("index_builds", len(builds)).Int("others", len(rest)).Int("workers", workers).
 		Msg("schema: building the post-data section on the target")
 	jobs := make(chan dumpEntry)
