@@ -19,7 +19,9 @@ import (
 //   - pre-data, before the slot and the copy: the tables' schemas (CREATE
 //     SCHEMA IF NOT EXISTS: pg_dump -t leaves them out), the enum, domain,
 //     composite and range types their columns use, the functions their
-//     triggers call, the tables and the sequences they own. It commits in
+//     triggers call, the tables (with the partitions of a published root
+//     and the root of a published partition, withRelatives) and the
+//     sequences they own. It commits in
 //     one target transaction together with walapply.copies.schema_phase
 //     turning 'pre-data': a crash before leaves nothing, after it the next
 //     start goes straight to the copy.
@@ -152,6 +154,9 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 	cfg, began := c.cfg, time.Now()
 	d, err := findPgDump(ctx, cfg, c.version)
 	if err != nil {
+		return err
+	}
+	if tables, err = withRelatives(ctx, c.src, tables); err != nil {
 		return err
 	}
 	var sel []string

@@ -380,3 +380,40 @@ func TestCopySchemaNewerSource(t *testing.T) {
 		t.Errorf("a pg_dump refusing the server: %v", err)
 	}
 }
+
+// TestCopySchemaPartitioned: a partitioned table published through its
+// root, and a partition published as itself: --schema creates the root
+// with its partitions, and the partition with its root.
+func TestCopySchemaPartitioned(t *testing.T) {
+	t.Parallel()
+	schemaPairs(t, func(t *testing.T, h *harness) {
+		h.source(`CREATE TABLE events (id int, at date, v text, PRIMARY KEY (id, at)) PARTITION BY RANGE (at)`,
+			`CREATE TABLE events_2025 PARTITION OF events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')`,
+			`CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')`,
+			`CREATE INDEX events_v ON events (v)`,
+			`CREATE TABLE logs (k text, n int) PARTITION BY LIST (k)`,
+			`CREATE TABLE logs_a PARTITION OF logs FOR VALUES IN ('a')`,
+			`CREATE TABLE logs_b PARTITION OF logs FOR VALUES IN ('b')`,
+			`INSERT INTO events SELECT i, date '2025-06-01' + i % 400, 'v' || i FROM generate_series(1, 1000) i`,
+			`INSERT INTO logs SELECT (ARRAY['a','b'])[i % 2 + 1], i FROM generate_series(1, 100) i`,
+			`CREATE PUBLICATION pub FOR TABLE events, logs_a WITH (publish_via_partition_root = true)`)
+		cfg := h.config("sslot", "pub")
+		cfg.CreateSlot, cfg.Copy, cfg.Schema = false, true, true
+		stop := h.runApplier(cfg)
+		h.waitCopyDone(2*time.Minute, nil)
+		h.source(`INSERT INTO events VALUES (5000, '2026-03-01', 'streamed')`, `UPDATE events SET v = 'moved' WHERE id = 1`,
+			`INSERT INTO logs VALUES ('a', 5000)`)
+		h.waitCaughtUp("sslot", time.Minute)
+		if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		describe := strings.NewReplacer(`('app', 'Other Sch')`, `('public')`, `c.relkind = 'r'`, `c.relkind IN ('r', 'p') AND c.relname <> 'logs_b'`,
+			`'app'::regnamespace`, `'public'::regnamespace`).Replace(schemaDescription)
+		if n := h.compare(describe); n < 10 {
+			t.Errorf("the schema description has %d lines, want at least 10", n)
+		}
+		h.compare(`SELECT tableoid::regclass || ' ' || e::text FROM events e`)
+		h.compare(`SELECT l::text FROM logs_a l`)
+		h.expect(`SELECT count(*)::text FROM pg_class WHERE relname = 'logs_b'`, "0")
+	})
+}

@@ -90,6 +90,10 @@ const relExistsSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg
 // planSchema compares the source's published tables and what they need
 // with the target, and returns what pre-data creates, or every conflict.
 func planSchema(ctx context.Context, src, tgt *pgx.Conn, tables []*copyTable) (*schemaPlan, error) {
+	tables, err := withRelatives(ctx, src, tables)
+	if err != nil {
+		return nil, err
+	}
 	schemas, names := tableNames(tables)
 	srcCols, err := columnLists(ctx, src, schemas, names)
 	if err != nil {
@@ -181,6 +185,37 @@ func planSchema(ctx context.Context, src, tgt *pgx.Conn, tables []*copyTable) (*
 	slices.Sort(plan.schemas)
 	plan.schemas = slices.Compact(plan.schemas)
 	return plan, nil
+}
+
+// schemaRelativesSQL: the partitioned tables above the published tables
+// and the partitions below them, which pg_dump -t leaves out but a
+// partition or a root needs.
+const schemaRelativesSQL = `WITH RECURSIVE pub AS (
+  SELECT c.oid FROM unnest($1::text[], $2::text[]) t(s, n)
+  JOIN pg_catalog.pg_namespace ns ON ns.nspname = t.s
+  JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = t.n),
+up(oid) AS (SELECT inhparent FROM pg_catalog.pg_inherits WHERE inhrelid IN (SELECT oid FROM pub)
+  UNION SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid),
+down(oid) AS (SELECT inhrelid FROM pg_catalog.pg_inherits WHERE inhparent IN (SELECT oid FROM pub)
+  UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN down ON i.inhparent = down.oid)
+SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid IN (SELECT oid FROM up UNION SELECT oid FROM down) AND c.oid NOT IN (SELECT oid FROM pub) AND c.relkind IN ('r', 'p')
+ORDER BY 1, 2`
+
+// withRelatives returns tables and their partitioned ancestors and
+// partitions (schemaRelativesSQL).
+func withRelatives(ctx context.Context, src *pgx.Conn, tables []*copyTable) ([]*copyTable, error) {
+	schemas, names := tableNames(tables)
+	out := slices.Clone(tables)
+	err := eachRow(ctx, src, schemaRelativesSQL, []any{schemas, names}, func(r pgx.Rows) error {
+		t := &copyTable{}
+		out = append(out, t)
+		return r.Scan(&t.schema, &t.name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the partitions of the published tables on the source: %w", err)
+	}
+	return out, nil
 }
 
 func tableNames(tables []*copyTable) (schemas, names []string) {
