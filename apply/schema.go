@@ -205,10 +205,15 @@ feed:
 	close(jobs)
 	wg.Wait()
 	close(errs)
+	// The error that stopped the others, rather than their cancellation.
+	var first error
 	for err := range errs {
-		if err != nil {
-			return err
+		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
+			first = err
 		}
+	}
+	if first != nil {
+		return first
 	}
 	if err := ctx.Err(); err != nil {
 		return err
