@@ -53,18 +53,18 @@ type Config struct {
 	// tables are copied at once (default 2). OnCopyProgress, if set, is
 	// called during the copy (after each table, and about every second);
 	// it must not block for long.
-	Copy        bool
-	CopyWorkers int
+	Copy           bool
+	CopyWorkers    int
+	OnCopyProgress func(CopyProgress)
 	// Schema (with Copy) creates the published tables and what they need
 	// on the target from the source's pg_dump (schema.go): the pre-data
 	// section before the copy, the post-data one (indexes, constraints,
 	// triggers) after it, IndexWorkers index builds at a time (default
 	// 2). PgDump is pg_dump's path (default: on PATH, or pg_config
 	// --bindir).
-	Schema         bool
-	IndexWorkers   int
-	PgDump         string
-	OnCopyProgress func(CopyProgress)
+	Schema       bool
+	IndexWorkers int
+	PgDump       string
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.
