@@ -198,7 +198,7 @@ func TestCopySchemaResume(t *testing.T) {
 		if _, err := hold.Exec(h.ctx, `BEGIN; SELECT txid_current()`); err != nil {
 			t.Fatal(err)
 		}
-		p := h.applierProcess("sslot", "pub", "--copy", "--schema")
+		p := h.applierProcess("sslot", "pub", "--copy", "--schema", "--index-workers", "2")
 		p.start()
 		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM walapply.copies WHERE schema_phase = 'pre-data')`)
 		p.kill()
@@ -243,7 +243,10 @@ func TestCopySchemaResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.start()
-		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = '"Other Sch"."Odd ""Table"""'::regclass)`)
+		// Two index workers: app.accounts' indexes are built while the
+		// other worker waits.
+		h.waitTarget(t, p, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = '"Other Sch"."Odd ""Table"""'::regclass)
+			AND (SELECT count(*) FROM pg_indexes WHERE schemaname = 'app') = 3`)
 		p.kill()
 		if _, err := lock.Exec(h.ctx, `ROLLBACK`); err != nil {
 			t.Fatal(err)
