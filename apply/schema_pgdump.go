@@ -100,9 +100,26 @@ func dumpPattern(names ...string) string {
 	return strings.Join(parts, ".")
 }
 
+// libpqKeywords are the connection settings pg_dump (libpq) knows; a
+// connection string for walapply may hold others (pgx's, or server
+// settings pgx sends at startup), which libpq would refuse.
+var libpqKeywords = map[string]bool{}
+
+func init() {
+	for _, k := range strings.Fields(`host hostaddr port dbname user password passfile require_auth channel_binding
+		connect_timeout client_encoding options application_name fallback_application_name keepalives
+		keepalives_idle keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode
+		sslnegotiation requiressl sslcompression sslcert sslkey sslkeylogfile sslpassword sslcertmode sslrootcert
+		sslcrl sslcrldir sslsni requirepeer ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib
+		gssdelegation service target_session_attrs load_balance_hosts`) {
+		libpqKeywords[k] = true
+	}
+}
+
 // withoutPassword splits a connection string into one without its
 // password (a URL's userinfo password and password= settings) and the
 // password pgconn reads from it (also from PGPASSWORD or the passfile).
+// Settings libpq does not know are left out too.
 func withoutPassword(cs string) (string, string, error) {
 	pc, err := pgconn.ParseConfig(cs)
 	if err != nil {
@@ -117,7 +134,11 @@ func withoutPassword(cs string) (string, string, error) {
 			u.User = url.User(u.User.Username())
 		}
 		q := u.Query()
-		q.Del("password")
+		for k := range q {
+			if !libpqKeywords[k] || k == "password" {
+				q.Del(k)
+			}
+		}
 		u.RawQuery = q.Encode()
 		return u.String(), pc.Password, nil
 	}
@@ -150,7 +171,7 @@ func withoutPassword(cs string) (string, string, error) {
 			value.WriteByte(ch)
 		}
 		i = j
-		if key == "password" {
+		if !libpqKeywords[key] || key == "password" {
 			continue
 		}
 		fmt.Fprintf(&b, "%s='%s' ", key, strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(value.String()))

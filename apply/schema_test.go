@@ -26,6 +26,8 @@ func TestWithoutPassword(t *testing.T) {
 		{"postgres://u@h/db?password=pw1234&sslmode=disable", "postgres://u@h/db?sslmode=disable", "pw1234"},
 		{"host=h user=u password='it\\'s secret' dbname=db", "host='h' user='u' dbname='db'", "it's secret"},
 		{"host=h password=plain dbname='my db'", "host='h' dbname='my db'", "plain"},
+		{"host=h jit=off statement_cache_capacity=0 sslmode=disable", "host='h' sslmode='disable'", ""},
+		{"postgres://u@h/db?sslmode=require&default_query_exec_mode=simple_protocol", "postgres://u@h/db?sslmode=require", ""},
 	} {
 		got, pw, err := withoutPassword(tc.in)
 		if err != nil {
