@@ -56,6 +56,15 @@ type Config struct {
 	Copy           bool
 	CopyWorkers    int
 	OnCopyProgress func(CopyProgress)
+	// Schema (with Copy) creates the published tables and what they need
+	// on the target from the source's pg_dump (schema.go): the pre-data
+	// section before the copy, the post-data one (indexes, constraints,
+	// triggers) after it, IndexWorkers index builds at a time (default
+	// 2). PgDump is pg_dump's path (default: on PATH, or pg_config
+	// --bindir).
+	Schema       bool
+	IndexWorkers int
+	PgDump       string
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.

@@ -51,6 +51,9 @@ type copyRecord struct {
 	slot     string
 	point    protocol.LSN // InvalidLSN while the slot was being created
 	finished bool
+	// schemaPhase is how far --schema got (schema.go): "", "pre-data"
+	// or "post-data".
+	schemaPhase string
 }
 
 // copyAction is what a start does about the initial copy.
@@ -119,7 +122,7 @@ func planCopy(f copyFacts) (copyAction, error) {
 
 // readCopyRecord reads walapply.copies' row for applier.
 func readCopyRecord(ctx context.Context, q querier, applier string) (copyRecord, error) {
-	rows, err := q.Query(ctx, `SELECT slot_name, coalesce(consistent_point::text, ''), finished_at IS NOT NULL FROM walapply.copies WHERE applier = $1`, applier)
+	rows, err := q.Query(ctx, `SELECT slot_name, coalesce(consistent_point::text, ''), finished_at IS NOT NULL, coalesce(schema_phase, '') FROM walapply.copies WHERE applier = $1`, applier)
 	if err != nil {
 		return copyRecord{}, fmt.Errorf("reading walapply.copies on the target: %w", err)
 	}
@@ -127,7 +130,7 @@ func readCopyRecord(ctx context.Context, q querier, applier string) (copyRecord,
 	var rec copyRecord
 	for rows.Next() {
 		var point string
-		if err := rows.Scan(&rec.slot, &point, &rec.finished); err != nil {
+		if err := rows.Scan(&rec.slot, &point, &rec.finished, &rec.schemaPhase); err != nil {
 			return copyRecord{}, fmt.Errorf("reading walapply.copies on the target: %w", err)
 		}
 		rec.exists = true
@@ -223,6 +226,17 @@ func (c *copier) run(ctx context.Context) error {
 			todo = append(todo, t)
 		}
 	}
+	// With --schema, the tables are created first (schema.go), unless an
+	// earlier attempt did or the copy began without --schema.
+	if cfg.Schema && c.rec.schemaPhase == "" && c.act != copyResume {
+		plan, err := planSchema(ctx, c.src, c.control, tables)
+		if err != nil {
+			return err
+		}
+		if err := c.preData(ctx, plan); err != nil {
+			return err
+		}
+	}
 	// Everything that can be wrong with the target, at once, before
 	// anything is created or copied.
 	if err := checkTargetTables(ctx, c.control, tables, todo); err != nil {
@@ -262,6 +276,11 @@ func (c *copier) run(ctx context.Context) error {
 	// The snapshot is no longer needed: the temporary slot of a resumed
 	// copy goes with the connection.
 	_ = c.rc.Close(ctx)
+	if cfg.Schema && c.rec.schemaPhase != schemaPostData {
+		if err := c.postData(ctx, tables); err != nil {
+			return err
+		}
+	}
 	return c.finish(ctx)
 }
 

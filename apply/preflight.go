@@ -46,6 +46,8 @@ type preflightFacts struct {
 	// copyTodo: the initial copy is asked for and has tables to copy
 	// (checkCopyPlan); copyResume: it resumes an earlier attempt.
 	copyTodo, copyResume bool
+	// schemaCreates: --schema will create the target tables (checkSchema).
+	schemaCreates bool
 	// timeline is the source's change of timeline since the applier's
 	// last start, nil if none (checkSourceHistory, timeline.go).
 	timeline *timelineSwitch
@@ -70,6 +72,7 @@ var preflightChecks = []preflightCheck{
 	checkFailover, // failover.go
 	checkTwoPhase,
 	checkCopyPlan,
+	checkSchema, // schema.go
 	checkCopyTargets,
 }
 
@@ -296,8 +299,8 @@ func checkCopyPlan(ctx context.Context, s *session, f *preflightFacts) ([]error,
 // copy that are not empty), before the origin, the row or the copy's slot
 // exist. The copy checks them again in copier.run.
 func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
-	if !f.copyTodo {
-		return nil, nil
+	if !f.copyTodo || f.schemaCreates {
+		return nil, nil // checkSchema looked instead
 	}
 	cfg := s.cfg
 	src, err := connectSource(ctx, cfg, "check")
