@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +75,14 @@ func TestStatusLagReplicationRole(t *testing.T) {
 		go func() { time.Sleep(500 * time.Millisecond); release() }()
 		rep = statusJSON(t, ctx, "--target", target, "--source", source)
 		sl = rep.Appliers[0].Source.Slot
-		if sl.LagSeconds == nil || sl.LagFrom != lagFromMeasured || *sl.LagSeconds < 0.4 || *sl.LagSeconds > lagMeasureFor.Seconds() {
-			t.Errorf("status --json slot as walapply_source: lag_seconds %v, from %q, note %q", sl.LagSeconds, sl.LagFrom, sl.LagNote)
+		// A measured lag, within what status waits (how long the
+		// release took on a loaded machine is not asserted).
+		if sl.LagSeconds == nil || sl.LagFrom != lagFromMeasured || *sl.LagSeconds <= 0 || *sl.LagSeconds > lagMeasureFor.Seconds() {
+			got := "none"
+			if sl.LagSeconds != nil {
+				got = fmt.Sprint(*sl.LagSeconds)
+			}
+			t.Errorf("status --json slot as walapply_source: lag_seconds %s, from %q, note %q", got, sl.LagFrom, sl.LagNote)
 		}
 	})
 }
