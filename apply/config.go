@@ -56,6 +56,10 @@ type Config struct {
 	Copy           bool
 	CopyWorkers    int
 	OnCopyProgress func(CopyProgress)
+	// CopySplitSize is the source relation size (bytes, pg_relation_size)
+	// above which a table is copied in ranges by several workers at once
+	// (copy_ranges.go): 0 for the default, 1 GiB; negative: never.
+	CopySplitSize int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.
