@@ -3,6 +3,8 @@ package apply_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -190,6 +192,15 @@ func TestCopyRangesResumeAfterKill(t *testing.T) {
 		}
 		h.waitTarget(t, nil, `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'walapply % copy %')`)
 		h.expect(`SELECT table_name || ' ' || status FROM walapply.copy_state`, "keyed pending", "nokey done", "small done")
+		// status shows how far keyed got.
+		out, err := exec.Command(walapplyBinary(t), "status", "--target", h.pair.Target.ConnString("postgres"), "--name", "kslot").CombinedOutput()
+		if err != nil {
+			t.Fatalf("walapply status: %v\n%s", err, out)
+		}
+		if !regexp.MustCompile(`"keyed"  copy pending .*, [1-9][0-9]*/[0-9]+ ranges done`).Match(out) {
+			t.Errorf("walapply status does not show keyed's ranges done:\n%s", out)
+		}
+		t.Logf("walapply status after the kill:\n%s", out)
 		// Rows of the done ranges are on the target: the resumed copy
 		// must not refuse keyed as not empty, nor copy them twice.
 		h.expect(`SELECT (count(*) > 0)::text FROM keyed`, "true")
