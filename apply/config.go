@@ -50,7 +50,8 @@ type Config struct {
 	// copied into the target in that snapshot, and streaming starts at the
 	// slot's consistent point. An interrupted copy resumes with the tables
 	// that did not finish; a finished one is not repeated. CopyWorkers
-	// tables are copied at once (default 2). OnCopyProgress, if set, is
+	// tables, or ranges of big tables (CopySplitSize), are copied at once
+	// (default 2). OnCopyProgress, if set, is
 	// called during the copy (after each table, and about every second);
 	// it must not block for long.
 	Copy           bool

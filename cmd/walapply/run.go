@@ -51,7 +51,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.publications, "publication", "", "publication(s) to replicate, comma-separated")
 	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
 	fs.BoolVar(&c.Copy, "copy", false, "first copy every published table's rows into the (empty) target tables, creating the slot, then follow; an interrupted copy resumes, a finished one is not repeated")
-	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables to copy at once")
+	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables (or ranges of big tables, --copy-split-size) to copy at once")
 	fs.StringVar(&f.splitSize, "copy-split-size", "1GB", "with --copy: tables larger than this on the source (pg_relation_size; bytes, or with kB, MB, GB, TB) are copied in ranges by several workers; 0 or off: never")
 	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
