@@ -227,3 +227,45 @@ func TestCopyRangesResumeAfterKill(t *testing.T) {
 		t.Logf("PostgreSQL %d: copy killed with a range of keyed unfinished and resumed; %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
 	})
 }
+
+// TestCopyRangesRefresh: a big table published while the applier streams
+// is copied in ranges too, in its own snapshot, and caught up with the
+// stream.
+func TestCopyRangesRefresh(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		const rows = 5000
+		h := newHarness(t, version, nil, nil)
+		h.rangesSchema(rows)
+		h.source(`ALTER PUBLICATION pub DROP TABLE keyed`)
+		cfg, logs := h.streamConfig("fslot", "", "pub")
+		cfg.CreateSlot, cfg.Copy = false, true
+		cfg.CopyWorkers, cfg.CopySplitSize = 3, 64<<10
+		stop := h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, `"message":"replicating"`)
+		w := h.startCopyWriter(rangesStep(rows))
+		if err := w.waitMore(10); err != nil {
+			t.Fatal(err)
+		}
+		h.source(`ALTER PUBLICATION pub ADD TABLE keyed`)
+		h.waitLog(logs, time.Minute, "caught up with the stream", "keyed")
+		if err := w.waitMore(10); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		h.waitCaughtUp("fslot", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		n := h.compareRanges()
+		if c := logs.count(`"message":"copied range"`); c < 6 {
+			t.Errorf("%d ranges copied, want those of nokey and keyed (at least 6)", c)
+		}
+		h.expect(`SELECT table_name || ' ' || bool_and(status = 'done')::text FROM walapply.copy_ranges GROUP BY table_name`,
+			"keyed true", "nokey true")
+		h.expect(`SELECT table_name || ' ' || status FROM walapply.copy_state`, "keyed done", "nokey done", "small done")
+		t.Logf("PostgreSQL %d: keyed published later and copied in ranges; %d concurrent transactions, %d rows compared, all equal", version, w.commits.Load(), n)
+	})
+}
