@@ -50,7 +50,8 @@ type Config struct {
 	// copied into the target in that snapshot, and streaming starts at the
 	// slot's consistent point. An interrupted copy resumes with the tables
 	// that did not finish; a finished one is not repeated. CopyWorkers
-	// tables are copied at once (default 2). OnCopyProgress, if set, is
+	// tables, or ranges of big tables (CopySplitSize), are copied at once
+	// (default 2). OnCopyProgress, if set, is
 	// called during the copy (after each table, and about every second);
 	// it must not block for long.
 	Copy           bool
@@ -65,6 +66,10 @@ type Config struct {
 	Schema       bool
 	IndexWorkers int
 	PgDump       string
+	// CopySplitSize is the source relation size (bytes, pg_relation_size)
+	// above which a table is copied in ranges by several workers at once
+	// (copy_ranges.go): 0 for the default, 1 GiB; negative: never.
+	CopySplitSize int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.

@@ -237,6 +237,11 @@ func (c *copier) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.act == copyResume {
+		if err := markRangedCopies(ctx, c.control, cfg.Name, todo); err != nil {
+			return err
+		}
+	}
 	// Everything that can be wrong with the target, at once, before
 	// anything is created or copied.
 	if err := checkTargetTables(ctx, c.control, tables, todo); err != nil {

@@ -33,6 +33,9 @@ type CopyProgress struct {
 	// the call made for it; empty in periodic calls.
 	Table     string
 	TableRows int64
+	// RangesTotal and RangesDone count the ranges of the tables this
+	// attempt copies in ranges (copy_ranges.go), as they are planned.
+	RangesTotal, RangesDone int
 	// Done: every table is copied, and streaming starts from the slot's
 	// consistent point.
 	Done bool
@@ -69,6 +72,8 @@ type copyProgress struct {
 	tablesDone atomic.Int64
 	rows       atomic.Int64
 	bytes      atomic.Int64
+	ranges     atomic.Int64
+	rangesDone atomic.Int64
 	mu         sync.Mutex // one OnCopyProgress call at a time
 
 	runMu   sync.Mutex
@@ -76,19 +81,45 @@ type copyProgress struct {
 }
 
 // tableCount is what has streamed into one table so far.
-type tableCount struct{ rows, bytes atomic.Int64 }
+type tableCount struct {
+	rows, bytes atomic.Int64
+	users       int  // copies of it (ranges) running; under runMu
+	keep        bool // copied in ranges: kept between them until tableDone
+}
 
 // copying records that t's copy starts: add counts into the returned
 // tableCount until ended says that the copy ended, committed or not.
 func (p *copyProgress) copying(t *copyTable) (c *tableCount, ended func()) {
-	c = &tableCount{}
+	return p.startCount(t, false)
+}
+
+// copyingRange is copying for one range of a table copied in ranges
+// (copy_ranges.go): its ranges share the table's count, which stays
+// between them until the table is done.
+func (p *copyProgress) copyingRange(t *copyTable) (c *tableCount, ended func()) {
+	return p.startCount(t, true)
+}
+
+func (p *copyProgress) startCount(t *copyTable, keep bool) (*tableCount, func()) {
 	p.runMu.Lock()
+	defer p.runMu.Unlock()
 	if p.running == nil {
 		p.running = map[*copyTable]*tableCount{}
 	}
-	p.running[t] = c
-	p.runMu.Unlock()
-	return c, func() { p.ended(t) }
+	c := p.running[t]
+	if c == nil {
+		c = &tableCount{}
+		p.running[t] = c
+	}
+	c.users++
+	c.keep = c.keep || keep
+	return c, func() {
+		p.runMu.Lock()
+		defer p.runMu.Unlock()
+		if c.users--; c.users == 0 && !c.keep && p.running[t] == c {
+			delete(p.running, t)
+		}
+	}
 }
 
 func (p *copyProgress) ended(t *copyTable) {
@@ -128,9 +159,21 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 	p.call(s)
 }
 
+// addRanges counts the ranges of a table to copy in ranges.
+func (p *copyProgress) addRanges(n int) { p.ranges.Add(int64(n)) }
+
+// rangeDone records a range's committed copy (rows and counted as in
+// tableDone).
+func (p *copyProgress) rangeDone(rows, counted int64) {
+	p.rows.Add(rows - counted)
+	p.rangesDone.Add(1)
+	p.call(p.snapshot(false))
+}
+
 func (p *copyProgress) snapshot(done bool) CopyProgress {
 	s := CopyProgress{TablesTotal: p.total, TablesDone: int(p.tablesDone.Load()), Rows: p.rows.Load(), Bytes: p.bytes.Load(),
-		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done, Started: p.start}
+		EstimatedRows: p.est, Elapsed: time.Since(p.start), Done: done, Started: p.start,
+		RangesTotal: int(p.ranges.Load()), RangesDone: int(p.rangesDone.Load())}
 	p.runMu.Lock()
 	for t, c := range p.running {
 		s.Copying = append(s.Copying, TableCopyProgress{Table: logRelation(t.schema, t.name), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
@@ -193,6 +236,9 @@ func (p *copyProgress) log(s CopyProgress) {
 	ev := p.cfg.Logger.Info().Int("tables_done", s.TablesDone).Int("tables_total", s.TablesTotal).
 		Int64("rows", s.Rows).Int64("bytes", s.Bytes).
 		Float64("rows_per_sec", round1(s.RowsPerSec)).Float64("mb_per_sec", round1(s.BytesPerSec/(1<<20)))
+	if s.RangesTotal > 0 {
+		ev = ev.Int("ranges_done", s.RangesDone).Int("ranges_total", s.RangesTotal)
+	}
 	if s.EstimatedRows > 0 {
 		ev = ev.Int64("estimated_rows", s.EstimatedRows)
 	}

@@ -21,6 +21,9 @@ type copyTable struct {
 	// copyCols are the columns copied: cols without those generated on
 	// the target, which the applier does not write either.
 	copyCols []string
+	// resetFirst: an interrupted attempt copied some of its ranges; it is
+	// emptied before it is copied again (copy_ranges.go).
+	resetFirst bool
 }
 
 func (t *copyTable) String() string { return quoteQualified(t.schema, t.name) }
@@ -44,11 +47,17 @@ func quoteList(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
-// copyOutSQL reads the table's published rows and columns on the source.
-func (t *copyTable) copyOutSQL() string {
+// copyOutSQL reads the table's published rows and columns on the source,
+// those meeting cond when it is not "" (a range, copy_ranges.go).
+func (t *copyTable) copyOutSQL(cond string) string {
 	sql := "COPY (SELECT " + quoteList(t.copyCols) + " FROM " + fromItem(t.String(), t.partitioned)
-	if t.filter != "" {
+	switch {
+	case t.filter != "" && cond != "":
+		sql += " WHERE " + t.filter + " AND " + cond
+	case t.filter != "":
 		sql += " WHERE " + t.filter
+	case cond != "":
+		sql += " WHERE " + cond
 	}
 	return sql + ") TO STDOUT"
 }
@@ -248,6 +257,9 @@ func checkTargetTables(ctx context.Context, q querier, tables, todo []*copyTable
 		if len(t.copyCols) == 0 {
 			e.NoColumns = append(e.NoColumns, t.String())
 			continue
+		}
+		if t.resetFirst {
+			continue // emptied before it is copied again
 		}
 		empty, err := targetEmpty(ctx, q, t)
 		if err != nil {

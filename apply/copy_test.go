@@ -60,11 +60,11 @@ func TestTempSlotName(t *testing.T) {
 
 func TestCopyTableSQL(t *testing.T) {
 	tbl := &copyTable{relName: relName{`my "schema"`, "t"}, copyCols: []string{"id", `we"ird`}, filter: "(id > 10)"}
-	if got, want := tbl.copyOutSQL(), `COPY (SELECT "id", "we""ird" FROM ONLY "my ""schema"""."t" WHERE (id > 10)) TO STDOUT`; got != want {
+	if got, want := tbl.copyOutSQL(""), `COPY (SELECT "id", "we""ird" FROM ONLY "my ""schema"""."t" WHERE (id > 10)) TO STDOUT`; got != want {
 		t.Errorf("copyOutSQL = %s\nwant %s", got, want)
 	}
 	tbl.partitioned, tbl.filter = true, ""
-	if got, want := tbl.copyOutSQL(), `COPY (SELECT "id", "we""ird" FROM "my ""schema"""."t") TO STDOUT`; got != want {
+	if got, want := tbl.copyOutSQL(""), `COPY (SELECT "id", "we""ird" FROM "my ""schema"""."t") TO STDOUT`; got != want {
 		t.Errorf("copyOutSQL = %s\nwant %s", got, want)
 	}
 	if got, want := tbl.copyInSQL(), `COPY "my ""schema"""."t" ("id", "we""ird") FROM STDIN`; got != want {

@@ -53,8 +53,9 @@ var (
 var errCopyAborted = errors.New("apply: the target side of the copy failed")
 
 // copyTables copies tables in the snapshot exported at point, with
-// Config.CopyWorkers workers (default 2), largest tables first. The first
-// failure stops every worker.
+// Config.CopyWorkers workers (default 2), largest tables first; the workers
+// copy whole tables and the ranges of big ones alike (copy_ranges.go), so
+// CopyWorkers bounds the whole copy. The first failure stops every worker.
 func (c *copier) copyTables(ctx context.Context, tables []*copyTable, point protocol.LSN, snapshot string) error {
 	if len(tables) == 0 {
 		return nil
@@ -65,11 +66,15 @@ func (c *copier) copyTables(ctx context.Context, tables []*copyTable, point prot
 	if n <= 0 {
 		n = 2
 	}
-	n = min(n, len(tables))
+	todo, err := c.planJobs(ctx, tables, snapshot, n)
+	if err != nil {
+		return err
+	}
+	n = min(n, len(todo))
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	jobs := make(chan *copyTable)
+	jobs := make(chan copyJob)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -80,9 +85,9 @@ func (c *copier) copyTables(ctx context.Context, tables []*copyTable, point prot
 		})
 	}
 feed:
-	for _, t := range tables {
+	for _, j := range todo {
 		select {
-		case jobs <- t:
+		case jobs <- j:
 		case <-ctx.Done():
 			break feed
 		}
@@ -112,7 +117,7 @@ type copyWorker struct {
 	snapText string // the snapshot as pg_snapshot text, recorded per table
 }
 
-func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, point protocol.LSN, snapshot string) error {
+func (c *copier) worker(ctx context.Context, id int, jobs <-chan copyJob, point protocol.LSN, snapshot string) error {
 	w := &copyWorker{c: c, point: point}
 	var err error
 	if w.src, err = connectSource(ctx, c.cfg, "copy "+strconv.Itoa(id), bufferSourceReads); err != nil {
@@ -143,8 +148,13 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan *copyTable, poi
 	if err := state.SessionSetup(ctx, w.tgt, origin); err != nil {
 		return err
 	}
-	for t := range jobs {
-		if err := w.copy(ctx, t); err != nil {
+	for j := range jobs {
+		if j.r != nil {
+			err = w.copyRange(ctx, j.r)
+		} else {
+			err = w.copy(ctx, j.t)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -231,7 +241,7 @@ func quoteLiteral(s string) string {
 // copy copies one table: COPY TO on the source piped into COPY FROM on the
 // target (in chunks, copyPipe; in binary format where the column types
 // allow, copy_format.go), in a target transaction that also marks the
-// table done.
+// table done. A big table is copied in ranges instead (copyRange).
 func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	start := time.Now()
 	tgt := w.tgt.PgConn()
@@ -252,36 +262,13 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	if !empty {
 		return &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
 	}
-
-	binary, err := w.binaryCopy(ctx, t)
+	tc, ended := w.c.prog.copying(t) // copy_progress.go: the table's rows so far
+	defer ended()
+	rows, pipe, binary, err := w.moveTable(ctx, t, "", tc)
 	if err != nil {
 		return err
 	}
-	outSQL, inSQL := t.copyOutSQL(), t.copyInSQL()
-	if binary {
-		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary)"
-	}
-	pipe := newCopyPipe(w.c.prog, binary)
-	var ended func()
-	pipe.tc, ended = w.c.prog.copying(t) // copy_progress.go: the table's rows so far
-	defer ended()
-	tag, srcErr, tgtErr := moveRows(ctx, w.src.PgConn(), tgt, outSQL, inSQL, pipe)
-	switch {
-	case srcErr != nil && !errors.Is(srcErr, errCopyAborted):
-		// The target's error, if any, only says the input was cut short.
-		return fmt.Errorf("copying table %s: reading it on the source: %w", t, srcErr)
-	case tgtErr != nil:
-		return &TxnError{Op: OpInitialCopy, Relation: t.String(), Err: tgtErr}
-	}
-	rows := tag.RowsAffected()
-	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,
-		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
-		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
-		w.c.cfg.Name, t.schema, t.name, rows, pipe.bytes, w.point.String(), w.snapText, w.c.doneStatus())
-	if err == nil && res.RowsAffected() != 1 {
-		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
-	}
-	if err != nil {
+	if err := w.markTableDone(ctx, t, rows, pipe.bytes); err != nil {
 		return fmt.Errorf("copying table %s: recording it in walapply.copy_state: %w", t, err)
 	}
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
@@ -291,6 +278,44 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
 	w.c.prog.tableDone(t, rows, pipe.rows)
 	return nil
+}
+
+// moveTable pipes the table's rows that meet cond ("" for all) from the
+// source into the target, in the target transaction open on the worker's
+// target connection, and returns the rows the target took.
+func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, tc *tableCount) (int64, *copyPipe, bool, error) {
+	binary, err := w.binaryCopy(ctx, t)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	outSQL, inSQL := t.copyOutSQL(cond), t.copyInSQL()
+	if binary {
+		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary)"
+	}
+	pipe := newCopyPipe(w.c.prog, binary)
+	pipe.tc = tc
+	tag, srcErr, tgtErr := moveRows(ctx, w.src.PgConn(), w.tgt.PgConn(), outSQL, inSQL, pipe)
+	switch {
+	case srcErr != nil && !errors.Is(srcErr, errCopyAborted):
+		// The target's error, if any, only says the input was cut short.
+		return 0, nil, false, fmt.Errorf("copying table %s: reading it on the source: %w", t, srcErr)
+	case tgtErr != nil:
+		return 0, nil, false, &TxnError{Op: OpInitialCopy, Relation: t.String(), Err: tgtErr}
+	}
+	return tag.RowsAffected(), pipe, binary, nil
+}
+
+// markTableDone turns the table's copy_state row done (or copied), in the
+// target transaction its (last) rows commit in.
+func (w *copyWorker) markTableDone(ctx context.Context, t *copyTable, rows, bytes int64) error {
+	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,
+		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
+		w.c.cfg.Name, t.schema, t.name, rows, bytes, w.point.String(), w.snapText, w.c.doneStatus())
+	if err == nil && res.RowsAffected() != 1 {
+		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
+	}
+	return err
 }
 
 // moveRows runs outSQL (COPY TO) on src into inSQL (COPY FROM) on tgt

@@ -324,6 +324,11 @@ func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]err
 			todo = append(todo, t)
 		}
 	}
+	if f.copyResume {
+		if err := markRangedCopies(ctx, s.control, cfg.Name, todo); err != nil {
+			return nil, err
+		}
+	}
 	err = checkTargetTables(ctx, s.control, tables, todo)
 	var problem *CopyCheckError
 	switch {

@@ -193,6 +193,9 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	if copying && len(todo) > 0 {
 		// Everything that can be wrong with the target, before anything
 		// is recorded or copied.
+		if err := markRangedCopies(ctx, s.control, cfg.Name, todo); err != nil {
+			return nil, err
+		}
 		if err := checkTargetTables(ctx, s.control, todo, todo); err != nil {
 			return nil, err
 		}

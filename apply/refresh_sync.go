@@ -212,6 +212,9 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		return nil, nil
 	}
 	t := tables[i]
+	if err := markRangedCopies(ctx, s.control, cfg.Name, []*copyTable{t}); err != nil {
+		return nil, err
+	}
 	if err := checkTargetTables(ctx, s.control, []*copyTable{t}, []*copyTable{t}); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 //	walapply_copy_tables{state="pending|copying|done"}  tables of the copy being run (or last run) by state
 //	walapply_copy_rows_total, walapply_copy_bytes_total  rows and bytes (COPY data, text or binary) streamed into the target by copies
 //	walapply_copy_table_rows{relation}                   rows streamed so far into each table being copied now
+//	walapply_copy_ranges{state="pending|done"}           ranges of the big tables the running copy copies in ranges (--copy-split-size)
 //	walapply_copy_estimated_seconds_remaining           the copy's ETA from its rate and the source's row estimate
 //
 // "copying" tables are 'pending' in walapply.copy_state and being copied
@@ -71,11 +72,12 @@ var (
 	descCopyRows      = desc("copy_rows_total", "Rows streamed into the target by initial copies (and copies of tables published later), committed or not.")
 	descCopyBytes     = desc("copy_bytes_total", "Bytes of COPY data (text or binary) streamed into the target by initial copies, committed or not.")
 	descCopyTableRows = desc("copy_table_rows", "Rows streamed so far into a table being copied now (uncommitted until its copy commits).", "relation")
+	descCopyRanges    = desc("copy_ranges", "Ranges of the big tables (--copy-split-size) the running copy copies in ranges, by state: pending (or being copied), done.", "state")
 	descCopyETA       = desc("copy_estimated_seconds_remaining", "Estimated time left of the running copy, from its rate so far and the source's row estimate; absent when unknown.")
 )
 
 func copyDescs() []*prometheus.Desc {
-	return []*prometheus.Desc{descCopyTables, descCopyRows, descCopyBytes, descCopyTableRows, descCopyETA}
+	return []*prometheus.Desc{descCopyTables, descCopyRows, descCopyBytes, descCopyTableRows, descCopyRanges, descCopyETA}
 }
 
 // collectCopy reports s, a copy of the Collector's.
@@ -98,6 +100,10 @@ func collectCopy(s *copyState, ch chan<- prometheus.Metric) {
 	}
 	for _, t := range p.Copying {
 		gauge(descCopyTableRows, float64(t.Rows), t.Table)
+	}
+	if p.RangesTotal > 0 {
+		gauge(descCopyRanges, float64(p.RangesTotal-p.RangesDone), "pending")
+		gauge(descCopyRanges, float64(p.RangesDone), "done")
 	}
 	if p.ETA > 0 {
 		gauge(descCopyETA, p.ETA.Seconds())

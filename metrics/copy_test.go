@@ -19,13 +19,14 @@ func TestCopyMetrics(t *testing.T) {
 	c := metrics.New(metrics.Options{Now: clk.Now})
 	srv := serve(t, c)
 	first := apply.CopyProgress{TablesTotal: 3, TablesDone: 1, Rows: 100, Bytes: 1000, Started: t0, Elapsed: 0,
-		ETA: 90 * time.Second, Copying: []apply.TableCopyProgress{{Table: "public.big", Rows: 90, Bytes: 900}}}
+		ETA: 90 * time.Second, RangesTotal: 8, RangesDone: 3, Copying: []apply.TableCopyProgress{{Table: "public.big", Rows: 90, Bytes: 900}}}
 	c.ObserveCopy(first)
 	m := metricstest.Scrape(t, srv+"/metrics")
 	for k, want := range map[string]float64{
 		`walapply_copy_tables{state="pending"}`: 1, `walapply_copy_tables{state="copying"}`: 1, `walapply_copy_tables{state="done"}`: 1,
 		`walapply_copy_rows_total`: 100, `walapply_copy_bytes_total`: 1000, `walapply_copy_table_rows{relation="public.big"}`: 90,
 		`walapply_copy_estimated_seconds_remaining`: 90,
+		`walapply_copy_ranges{state="pending"}`:     5, `walapply_copy_ranges{state="done"}`: 3,
 	} {
 		if m[k] != want {
 			t.Errorf("first attempt: %s = %v, want %v", k, m[k], want)
@@ -43,6 +44,9 @@ func TestCopyMetrics(t *testing.T) {
 	}
 	if _, ok := m[`walapply_copy_table_rows{relation="public.big"}`]; ok {
 		t.Errorf("walapply_copy_table_rows after the copy completed")
+	}
+	if _, ok := m[`walapply_copy_ranges{state="done"}`]; ok {
+		t.Errorf("walapply_copy_ranges after the copy completed")
 	}
 }
 

@@ -127,7 +127,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "-h", args: []string{"-h"}, stdout: "  sequences  set the target's sequences"},
 		{name: "help", args: []string{"help"}, stdout: "  version    print walapply's version"},
 		{name: "help run", args: []string{"help", "run"}, stdout: "usage: walapply run [flags]"},
-		{name: "run -h", args: []string{"run", "-h"}, stdout: "  --copy-workers int            with --copy: how many tables to copy at once (default 2)"},
+		{name: "run -h", args: []string{"run", "-h"}, stdout: "  --copy-workers int            with --copy: how many tables (or ranges of big tables,"},
 		{name: "run --help", args: []string{"run", "--help"}, stdout: "  --source string               source connection string"},
 		{name: "decode -h", args: []string{"decode", "-h"}, stdout: "  --slot string"},
 		{name: "status -h", args: []string{"status", "-h"}, stdout: "  --target string     target connection string (required)"},

@@ -35,6 +35,7 @@ type runFlags struct {
 	// run_wait.go
 	onPermanentError   string
 	errorRetryInterval time.Duration
+	splitSize          string
 }
 
 func (f *runFlags) register(fs interface {
@@ -50,10 +51,11 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.publications, "publication", "", "publication(s) to replicate, comma-separated")
 	fs.BoolVar(&c.CreateSlot, "create-slot", false, "create the slot when it does not exist")
 	fs.BoolVar(&c.Copy, "copy", false, "first copy every published table's rows into the (empty) target tables, creating the slot, then follow; an interrupted copy resumes, a finished one is not repeated")
-	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables to copy at once")
+	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables (or ranges of big tables, --copy-split-size) to copy at once")
 	fs.BoolVar(&c.Schema, "schema", false, "with --copy: first create the published tables and what they need on the target from the source's pg_dump; indexes, constraints and triggers after the copy")
 	fs.IntVar(&c.IndexWorkers, "index-workers", 2, "with --schema: how many indexes to build at once after the copy")
 	fs.StringVar(&c.PgDump, "pg-dump", "", "with --schema: the pg_dump to use, at least the source's major version (default: on PATH, or in pg_config --bindir)")
+	fs.StringVar(&f.splitSize, "copy-split-size", "1GB", "with --copy: tables larger than this on the source (pg_relation_size; bytes, or with kB, MB, GB, TB) are copied in ranges by several workers; 0 or off: never")
 	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
@@ -105,6 +107,9 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if err := f.setUntil(ctx); err != nil {
 		return err
+	}
+	if f.cfg.CopySplitSize, err = parseSplitSize(f.splitSize); err != nil {
+		return &usageError{msg: "--copy-split-size: " + err.Error()}
 	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
 		return &usageError{msg: "--gid-mode: " + err.Error()}

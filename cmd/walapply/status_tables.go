@@ -32,6 +32,10 @@ type tableStatus struct {
 	// Copying is the progress of a 'pending' table's copy running now
 	// (status_progress.go); nil when none runs or none can be seen.
 	Copying *tableProgress `json:"copying,omitempty"`
+	// RangesDone of RangesTotal: a table copied in ranges
+	// (walapply.copy_ranges, --copy-split-size); 0 of 0 for the others.
+	RangesDone  int `json:"ranges_done,omitempty"`
+	RangesTotal int `json:"ranges_total,omitempty"`
 }
 
 // readTableStates reads the tables the applier knows.
@@ -52,7 +56,35 @@ func readTableStates(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 	if a.Tables == nil {
 		a.Tables = []tableStatus{}
 	}
-	return nil
+	return readTableRanges(ctx, conn, a)
+}
+
+// readTableRanges counts the ranges of the tables copied in ranges
+// (migration 9; a target migrated by an older walapply has none).
+func readTableRanges(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.copy_ranges') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT schema_name, table_name, count(*) FILTER (WHERE status = 'done'), count(*)
+		FROM walapply.copy_ranges WHERE applier = $1 GROUP BY 1, 2`, a.Name)
+	if err != nil {
+		return fmt.Errorf("reading the applier's ranges in walapply.copy_ranges on the target: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var schema, name string
+		var done, total int
+		if err := rows.Scan(&schema, &name, &done, &total); err != nil {
+			return fmt.Errorf("reading the applier's ranges in walapply.copy_ranges on the target: %w", err)
+		}
+		for i := range a.Tables {
+			if t := &a.Tables[i]; t.Schema == schema && t.Name == name {
+				t.RangesDone, t.RangesTotal = done, total
+			}
+		}
+	}
+	return rows.Err()
 }
 
 // tableStateText says what a table's state means, for the text output.
@@ -77,6 +109,13 @@ func tableStateText(t tableStatus) string {
 		s = "published, not copied: its changes are applied, its earlier rows are not on the target (the applier was not started with --copy)"
 	default:
 		s = t.State
+	}
+	switch {
+	case t.RangesTotal == 0:
+	case t.RangesDone < t.RangesTotal:
+		s += fmt.Sprintf(", %d/%d ranges done", t.RangesDone, t.RangesTotal)
+	default:
+		s += fmt.Sprintf(", in %d ranges", t.RangesTotal)
 	}
 	if !t.Published {
 		s = "NO LONGER PUBLISHED (its changes are not applied, its rows stay); was " + s

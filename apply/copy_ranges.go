@@ -1,0 +1,373 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Big tables are copied in ranges. A table whose source relation is larger
+// than Config.CopySplitSize is cut into ranges that the copy workers copy at
+// once, each in its own source statement and target transaction, all in
+// the same exported snapshot (each worker imports it): together they hold
+// exactly the table's rows in that snapshot, as one COPY of the whole table
+// would. The ranges are of the table's primary key when it is a single
+// integer column (its min and max read in the snapshot, cut into equal
+// spans), else of its blocks (ctid ranges, which PostgreSQL 14 and later
+// read with a TID range scan: each range reads only its own blocks; the
+// number of blocks is read in the snapshot's transaction, and the last
+// range is open so that it reads whatever lies past them). A partitioned
+// table, or one without an integer key on a source before 14, is copied
+// whole.
+//
+// Each range's rows commit on the target together with its row in
+// walapply.copy_ranges turning 'done'; the range that leaves none pending
+// also turns the table's copy_state row done, in the same transaction
+// (the table's copy_state row is locked first, so that of two ranges
+// committing at once the later sees the earlier). A crash keeps the
+// ranges done, and the table stays pending.
+//
+// The attempt after a crash, however, copies in a new snapshot at a later
+// point (copy.go), and the copy filter (copy_filter.go) keeps one snapshot
+// per table: it cannot tell which stream changes a range copied in the old
+// snapshot lacks and which one copied in the new snapshot holds. Keying
+// the filter by range would work for key ranges only (a change does not
+// carry its ctid) and not for an update that moves a row between ranges.
+// So the rule is the simple exact one: a table found with ranges but not
+// done is emptied on the target (TRUNCATE, in the transaction that also
+// forgets its ranges) and copied again, in ranges, in the new snapshot; the
+// tables that were done stay. Ranges make a big table's copy parallel;
+// what a crash keeps is the tables finished, not the ranges.
+
+// defaultCopySplitSize is Config.CopySplitSize's default: tables above
+// 1 GiB are copied in ranges.
+const defaultCopySplitSize = 1 << 30
+
+// copyMaxRanges bounds the ranges of one table.
+const copyMaxRanges = 1024
+
+// copyRange is one range of a table copied in ranges.
+type copyRange struct {
+	t      *copyTable
+	no, of int    // range_no from 0, of that many
+	by     string // the key column, or "ctid"
+	lo, hi *int64 // nil: open
+}
+
+func (r *copyRange) String() string { return strconv.Itoa(r.no+1) + "/" + strconv.Itoa(r.of) }
+
+// cond is the range's condition on the source.
+func (r *copyRange) cond() string {
+	var c []string
+	bound := func(op string, v int64) string {
+		if r.by == ctidColumn {
+			return "ctid " + op + " '(" + strconv.FormatInt(v, 10) + ",0)'::pg_catalog.tid"
+		}
+		return quoteIdent(r.by) + " " + op + " " + strconv.FormatInt(v, 10)
+	}
+	if r.lo != nil {
+		c = append(c, bound(">=", *r.lo))
+	}
+	if r.hi != nil {
+		c = append(c, bound("<", *r.hi))
+	}
+	if len(c) == 0 {
+		return ""
+	}
+	if len(c) == 1 {
+		return c[0]
+	}
+	return c[0] + " AND " + c[1]
+}
+
+const ctidColumn = "ctid"
+
+// copyJob is a copy worker's unit of work: a whole table (r nil) or one
+// of its ranges.
+type copyJob struct {
+	t *copyTable
+	r *copyRange
+}
+
+// markRangedCopies sets resetFirst on the tables that have ranges recorded
+// but are to be copied again: their rows on the target come from an
+// interrupted attempt and are emptied before the copy (not a reason to
+// refuse it, checkTargetTables).
+func markRangedCopies(ctx context.Context, q querier, applier string, tables []*copyTable) error {
+	rows, err := q.Query(ctx, `SELECT DISTINCT schema_name, table_name FROM walapply.copy_ranges WHERE applier = $1`, applier)
+	if err != nil {
+		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
+	}
+	ranged, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
+		var n relName
+		return n, r.Scan(&n.schema, &n.name)
+	})
+	if err != nil {
+		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
+	}
+	for _, t := range tables {
+		for _, n := range ranged {
+			if t.relName == n {
+				t.resetFirst = true
+			}
+		}
+	}
+	return nil
+}
+
+// splitSize is the size above which a table is copied in ranges; 0: never.
+func (c *copier) splitSize() int64 {
+	switch s := c.cfg.CopySplitSize; {
+	case s < 0:
+		return 0
+	case s == 0:
+		return defaultCopySplitSize
+	default:
+		return s
+	}
+}
+
+// planJobs turns the tables to copy into the workers' jobs, cutting the big
+// ones into ranges read in the snapshot, and records the ranges (emptying
+// first a table an interrupted attempt copied part of).
+func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot string, workers int) ([]copyJob, error) {
+	split := c.splitSize()
+	var w *copyWorker
+	if split > 0 {
+		w = &copyWorker{c: c}
+		var err error
+		if w.src, err = connectSource(ctx, c.cfg, "copy plan"); err != nil {
+			return nil, err
+		}
+		defer w.src.Close(context.WithoutCancel(ctx))
+		if err := w.importSnapshot(ctx, snapshot); err != nil {
+			return nil, err
+		}
+	}
+	var jobs []copyJob
+	for _, t := range tables {
+		var ranges []*copyRange
+		if w != nil {
+			var err error
+			if ranges, err = w.splitTable(ctx, t, split, workers); err != nil {
+				return nil, err
+			}
+		}
+		if t.resetFirst || len(ranges) > 0 {
+			if err := c.recordRanges(ctx, t, ranges); err != nil {
+				return nil, err
+			}
+		}
+		if len(ranges) == 0 {
+			jobs = append(jobs, copyJob{t: t})
+			continue
+		}
+		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
+			Msg("copying table in ranges")
+		c.prog.addRanges(len(ranges))
+		for _, r := range ranges {
+			jobs = append(jobs, copyJob{t: t, r: r})
+		}
+	}
+	return jobs, nil
+}
+
+// splitTableSQL reads a table's size, the block size and its primary key
+// column when that is a single integer column.
+const splitTableSQL = `SELECT pg_catalog.pg_relation_size(c.oid), pg_catalog.current_setting('block_size')::bigint,
+	(SELECT a.attname::text FROM pg_catalog.pg_index i
+	 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+	 WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnatts = 1
+	   AND a.atttypid IN ('pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype, 'pg_catalog.int8'::pg_catalog.regtype))
+FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass`
+
+// splitTable cuts a table into ranges when it is bigger than split, in the
+// worker's snapshot; none when it is copied whole.
+func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, error) {
+	if t.partitioned {
+		return nil, nil
+	}
+	var size, blockSize int64
+	var key *string
+	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
+		return nil, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+	}
+	if size <= split {
+		return nil, nil
+	}
+	n := int64(workers)
+	n = max(n, (size+split-1)/split)
+	n = min(n, copyMaxRanges)
+	if key != nil {
+		var lo, hi *int64
+		q := "SELECT min(" + quoteIdent(*key) + ")::bigint, max(" + quoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
+		if err := w.src.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
+			return nil, fmt.Errorf("reading the key range of table %s on the source: %w", t, err)
+		}
+		if lo == nil {
+			return nil, nil
+		}
+		return makeRanges(t, *key, splitSpan(*lo, *hi, n)), nil
+	}
+	if w.c.version < 140000 {
+		return nil, nil // no TID range scans: each range would read the whole table
+	}
+	blocks := size / blockSize
+	if blocks < 2 {
+		return nil, nil
+	}
+	return makeRanges(t, ctidColumn, splitSpan(0, blocks-1, n)), nil
+}
+
+// splitSpan cuts the values lo..hi (both included) into at most n ranges
+// of about equal width, as their n-1 inner bounds.
+func splitSpan(lo, hi int64, n int64) []int64 {
+	width := new(big.Int).Sub(big.NewInt(hi), big.NewInt(lo))
+	width.Add(width, big.NewInt(1))
+	if width.Cmp(big.NewInt(n)) < 0 {
+		n = width.Int64()
+	}
+	var bounds []int64
+	for i := int64(1); i < n; i++ {
+		b := new(big.Int).Mul(width, big.NewInt(i))
+		b.Quo(b, big.NewInt(n))
+		b.Add(b, big.NewInt(lo))
+		bounds = append(bounds, b.Int64())
+	}
+	return bounds
+}
+
+// makeRanges makes the ranges between the inner bounds; the first and the
+// last are open.
+func makeRanges(t *copyTable, by string, bounds []int64) []*copyRange {
+	if len(bounds) == 0 {
+		return nil
+	}
+	rs := make([]*copyRange, len(bounds)+1)
+	for i := range rs {
+		r := &copyRange{t: t, no: i, of: len(rs), by: by}
+		if i > 0 {
+			r.lo = &bounds[i-1]
+		}
+		if i < len(bounds) {
+			r.hi = &bounds[i]
+		}
+		rs[i] = r
+	}
+	return rs
+}
+
+// recordRanges records a table's ranges on the target, after emptying it
+// and forgetting its earlier ranges when an interrupted attempt copied
+// part of it.
+func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyRange) error {
+	err := pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
+		if t.resetFirst {
+			if _, err := tx.Exec(ctx, "TRUNCATE "+fromItem(t.String(), t.targetPartitioned)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_ranges WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
+				c.cfg.Name, t.schema, t.name); err != nil {
+				return err
+			}
+		}
+		if len(ranges) == 0 {
+			return nil
+		}
+		// Checked before, and again here, as a whole table's copy does.
+		if empty, err := targetEmpty(ctx, tx, t); err != nil || !empty {
+			if err == nil {
+				err = &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
+			}
+			return err
+		}
+		nos := make([]int, len(ranges))
+		los, his := make([]*int64, len(ranges)), make([]*int64, len(ranges))
+		for i, r := range ranges {
+			nos[i], los[i], his[i] = r.no, r.lo, r.hi
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO walapply.copy_ranges (applier, schema_name, table_name, range_no, split_by, lo, hi)
+			SELECT $1, $2, $3, n, $4, lo, hi FROM unnest($5::int[], $6::bigint[], $7::bigint[]) r(n, lo, hi)`,
+			c.cfg.Name, t.schema, t.name, ranges[0].by, nos, los, his)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recording the ranges of table %s in walapply.copy_ranges on the target: %w", t, err)
+	}
+	if t.resetFirst {
+		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
+			Msg("emptied table partly copied in ranges by an interrupted attempt: copying it again in the new snapshot")
+		t.resetFirst = false
+	}
+	return nil
+}
+
+// copyRange copies one range of a table, in a target transaction that
+// also marks the range done and, when it is the last, the table.
+func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
+	start := time.Now()
+	t := r.t
+	tgt := w.tgt.PgConn()
+	if _, err := tgt.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return fmt.Errorf("copying range %s of table %s: beginning the target transaction: %w", r, t, err)
+	}
+	defer func() {
+		if err != nil {
+			_, _ = tgt.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+		}
+	}()
+	tc, ended := w.c.prog.copyingRange(t)
+	defer ended()
+	rows, pipe, binary, err := w.moveTable(ctx, t, r.cond(), tc)
+	if err != nil {
+		return err
+	}
+	var left int
+	var tableRows, tableBytes int64
+	err = func() error {
+		// The table's row first: the ranges of one table commit one
+		// after the other, and the last sees every other one done.
+		if _, err := w.tgt.Exec(ctx, `SELECT 1 FROM walapply.copy_state WHERE applier = $1 AND schema_name = $2 AND table_name = $3 FOR UPDATE`,
+			w.c.cfg.Name, t.schema, t.name); err != nil {
+			return err
+		}
+		res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_ranges SET status = 'done', rows = $5, bytes = $6, finished_at = now()
+			WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND range_no = $4 AND status = 'pending'`,
+			w.c.cfg.Name, t.schema, t.name, r.no, rows, pipe.bytes)
+		if err == nil && res.RowsAffected() != 1 {
+			err = fmt.Errorf("its row is not pending there (did something else change walapply.copy_ranges?)")
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.tgt.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'done'), coalesce(sum(rows), 0), coalesce(sum(bytes), 0)
+			FROM walapply.copy_ranges WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
+			w.c.cfg.Name, t.schema, t.name).Scan(&left, &tableRows, &tableBytes); err != nil {
+			return err
+		}
+		if left > 0 {
+			return nil
+		}
+		return w.markTableDone(ctx, t, tableRows, tableBytes)
+	}()
+	if err != nil {
+		return fmt.Errorf("copying range %s of table %s: recording it in walapply.copy_ranges: %w", r, t, err)
+	}
+	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		return fmt.Errorf("copying range %s of table %s: committing on the target: %w", r, t, err)
+	}
+	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
+		Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
+		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied range")
+	w.c.prog.rangeDone(rows, pipe.rows)
+	if left == 0 {
+		w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
+			Int("ranges", r.of).Msg("copied table")
+		w.c.prog.tableDone(t, tableRows, tableRows)
+	}
+	return nil
+}

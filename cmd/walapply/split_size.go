@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// parseSplitSize reads --copy-split-size: bytes, or a number with kB, MB,
+// GB or TB (powers of 1024, as PostgreSQL's memory settings); "0" or "off"
+// never splits (apply.Config.CopySplitSize negative).
+func parseSplitSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "off" || s == "0" {
+		return -1, nil
+	}
+	mult := int64(1)
+	for i, u := range []string{"kB", "MB", "GB", "TB"} {
+		if n, ok := strings.CutSuffix(s, u); ok {
+			s, mult = strings.TrimSpace(n), int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with kB, MB, GB or TB)", s)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n * mult, nil
+}
