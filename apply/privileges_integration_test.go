@@ -293,7 +293,7 @@ func leastPrivilegeStatus(t *testing.T, h *harness) {
 				} `json:"initial_copy"`
 				Source *struct {
 					Slot *struct {
-						ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+						ConfirmedFlushLSN string `json:"confirmed_lsn"`
 					} `json:"slot"`
 				} `json:"source"`
 			} `json:"appliers"`
