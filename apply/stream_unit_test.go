@@ -83,20 +83,20 @@ func TestDefaultSpillDir(t *testing.T) {
 
 // spillApplier is an applier with streaming state over fsys, without a
 // target: enough for everything but Stream Commit.
-func spillApplier(t *testing.T, fsys state.FS) (*Applier, string) {
+func spillApplier(t *testing.T, fsys state.FS) (*applier, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "spill")
 	st, _, err := openStreamState(fsys, dir, "unit", "target")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Applier{log: zerolog.Nop(), machine: NewTxnMachine(), rels: NewRelationCache(false), stream: st}
+	a := &applier{log: zerolog.Nop(), machine: newTxnMachine(), rels: newRelationCache(false), stream: st}
 	return a, dir
 }
 
 // feed decodes raw pgoutput messages and hands them to the applier as the
 // run loop does, raw bytes included.
-func feed(t *testing.T, a *Applier, dec *protocol.Decoder, msgs ...[]byte) error {
+func feed(t *testing.T, a *applier, dec *protocol.Decoder, msgs ...[]byte) error {
 	t.Helper()
 	for _, raw := range msgs {
 		msg, err := dec.Decode(raw)
@@ -112,7 +112,7 @@ func feed(t *testing.T, a *Applier, dec *protocol.Decoder, msgs ...[]byte) error
 }
 
 // spilled returns the (subxid, message type) of every record of xid's file.
-func spilled(t *testing.T, a *Applier, xid uint32) []string {
+func spilled(t *testing.T, a *applier, xid uint32) []string {
 	t.Helper()
 	r, err := a.stream.dir.OpenReader(xid)
 	if err != nil {
