@@ -134,7 +134,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 			return err
 		}
 	}
-	fsys := cfg.SpillFS
+	fsys := cfg.spillFS
 	if fsys == nil {
 		fsys = state.OSFS
 	}

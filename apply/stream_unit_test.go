@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/internal/spillfs"
 	"github.com/walapply/walapply/protocol"
 	pt "github.com/walapply/walapply/protocol/protocoltest"
 	"github.com/walapply/walapply/state"
@@ -237,14 +238,14 @@ func equalStrings(a, b []string) bool {
 func TestSpillWriteErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		inject func(f *state.FaultFS)
+		inject func(f *spillfs.FaultFS)
 		want   string
 	}{
-		{"enospc", func(f *state.FaultFS) { f.LimitSpace(1000) }, "no space left on device"},
-		{"eio", func(f *state.FaultFS) { f.FailWrites(syscall.EIO) }, "input/output error"},
+		{"enospc", func(f *spillfs.FaultFS) { f.LimitSpace(1000) }, "no space left on device"},
+		{"eio", func(f *spillfs.FaultFS) { f.FailWrites(syscall.EIO) }, "input/output error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fault := state.NewFaultFS(state.OSFS)
+			fault := spillfs.NewFaultFS(spillfs.OSFS)
 			a, _ := spillApplier(t, fault)
 			a.stream.dir.BufferSize = 512 // small, so that appends reach the disk
 			dec, _ := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 2})

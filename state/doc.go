@@ -105,6 +105,6 @@
 // # Filesystem
 //
 // Files are reached through the small FS interface; OSFS is the real one and
-// FaultFS wraps any FS to inject ENOSPC, short writes and failed syncs in
-// tests, in the style of pebble's vfs.
+// internal/spillfs.FaultFS wraps any FS to inject ENOSPC, short writes and
+// failed syncs in tests, in the style of pebble's vfs.
 package state
