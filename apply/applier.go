@@ -137,7 +137,7 @@ func (a *applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applie
 // InTransaction reports whether a source transaction is being applied.
 func (a *applier) InTransaction() bool { return a.machine.InTransaction() }
 
-// Handle applies one message. The returned Event tells the caller what the
+// Handle applies one message. The returned event tells the caller what the
 // message was (the run loop tracks transaction boundaries for feedback).
 // After an error the applier must be discarded: the target transaction has
 // been rolled back and the source must resend from the origin's progress.

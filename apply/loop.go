@@ -163,7 +163,7 @@ func (s *session) commitAndSettle(ctx context.Context) error {
 }
 
 // idle is commitAndSettle's first step, for a stream that is quiet for now
-// (Applier.Idle).
+// (applier.Idle).
 func (s *session) idle(ctx context.Context) error {
 	return s.tracked(ctx, s.applier.Idle)
 }

@@ -67,7 +67,7 @@ func (a *applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 // prepare ends the open transaction with PREPARE TRANSACTION.
 func (a *applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 	if !a.tp.open {
-		// A Prepare without Begin Prepare (see TxnMachine): nothing to
+		// A Prepare without Begin Prepare (see txnMachine): nothing to
 		// prepare on the target. Its outcome then finds no prepared
 		// transaction, as after PostgreSQL 15, which sends nothing at
 		// PREPARE for such a transaction.

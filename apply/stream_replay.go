@@ -14,7 +14,7 @@ import (
 // streamCommit applies a streamed transaction at its commit: the spill file
 // replayed into one target transaction that also advances the origin.
 func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) error {
-	// Like a Begin and a Commit at once (see Outcome).
+	// Like a Begin and a Commit at once (see outcome).
 	a.outcome.Began = true
 	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
