@@ -60,12 +60,12 @@ type openTxn struct {
 // xids, not with the origin, and drops changes, not whole transactions.
 func alreadyApplied(at, origin protocol.LSN) bool { return at < origin }
 
-// Applier turns decoded messages into SQL on the target. It is fed one
+// applier turns decoded messages into SQL on the target. It is fed one
 // message at a time by the run loop; see the package doc for the design.
-type Applier struct {
+type applier struct {
 	log     zerolog.Logger
-	machine *TxnMachine
-	rels    *RelationCache
+	machine *txnMachine
+	rels    *relationCache
 	sess    *targetSession
 	txn     openTxn
 
@@ -74,7 +74,7 @@ type Applier struct {
 	applied     protocol.LSN
 	appliedTime protocol.Timestamp
 	// outcome of the last Handle, for the run loop's FlushTracker
-	outcome Outcome
+	outcome outcome
 	stream  streamState   // streamed transactions (stream.go)
 	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
 	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
@@ -122,8 +122,8 @@ type Applier struct {
 
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
-func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *Applier {
-	a := &Applier{log: log, machine: NewTxnMachine(), rels: NewRelationCache(binary), sess: sess, applied: applied, net: newCompactor()}
+func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *applier {
+	a := &applier{log: log, machine: newTxnMachine(), rels: newRelationCache(binary), sess: sess, applied: applied, net: newCompactor()}
 	sess.missing = a.rowMissing
 	sess.conflicted = a.conflicted
 	a.policies = defaultPolicies()
@@ -132,17 +132,17 @@ func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied pr
 
 // Applied returns the end LSN of the last applied source transaction, the
 // origin's progress once its commit is durable, and its commit time.
-func (a *Applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applied, a.appliedTime }
+func (a *applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applied, a.appliedTime }
 
 // InTransaction reports whether a source transaction is being applied.
-func (a *Applier) InTransaction() bool { return a.machine.InTransaction() }
+func (a *applier) InTransaction() bool { return a.machine.InTransaction() }
 
-// Handle applies one message. The returned Event tells the caller what the
+// Handle applies one message. The returned event tells the caller what the
 // message was (the run loop tracks transaction boundaries for feedback).
 // After an error the applier must be discarded: the target transaction has
 // been rolled back and the source must resend from the origin's progress.
-func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, error) {
-	a.outcome = Outcome{}
+func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, error) {
+	a.outcome = outcome{}
 	ev, err := a.machine.Step(msg)
 	if err != nil {
 		return ev, err
@@ -166,8 +166,8 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		}
 	}
 	switch ev {
-	case EvNone, EvMessage:
-	case EvRelation:
+	case evNone, evMessage:
+	case evRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.hasRelation(rel.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
@@ -175,11 +175,11 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 			}
 		}
 		a.rels.PutRelation(&rel)
-	case EvType:
+	case evType:
 		a.rels.PutType(msg.(*protocol.TypeMessage))
-	case EvOrigin:
+	case evOrigin:
 		a.txn.origin = msg.(*protocol.Origin).Name
-	case EvBegin:
+	case evBegin:
 		b := msg.(*protocol.Begin)
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
@@ -188,7 +188,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		if !a.txn.skip && a.group.count == 0 {
 			a.sess.begin()
 		}
-	case EvChange:
+	case evChange:
 		if a.txn.skip || a.txn.userSkip {
 			return ev, nil
 		}
@@ -206,7 +206,7 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 				return ev, a.failStmt(ctx, failed, err)
 			}
 		}
-	case EvCommit:
+	case evCommit:
 		c := msg.(*protocol.Commit)
 		if a.txn.skip {
 			a.noteSkipped()
@@ -220,9 +220,9 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 		if err := a.endGrouped(ctx, c.EndLSN, c.CommitTime); err != nil {
 			return ev, err
 		}
-	case EvStreamStart, EvStreamStop, EvStreamChange, EvStreamCommit, EvStreamAbort:
+	case evStreamStart, evStreamStop, evStreamChange, evStreamCommit, evStreamAbort:
 		return ev, a.handleStream(ctx, ev, msg)
-	case EvBeginPrepare, EvPrepare, EvCommitPrepared, EvRollbackPrepared, EvStreamPrepare:
+	case evBeginPrepare, evPrepare, evCommitPrepared, evRollbackPrepared, evStreamPrepare:
 		return ev, a.handleTwoPhase(ctx, ev, msg)
 	default:
 		return ev, fmt.Errorf("%w: %s messages", ErrNotSupported, msg.Type())
@@ -230,12 +230,12 @@ func (a *Applier) Handle(ctx context.Context, msg protocol.Message) (Event, erro
 	return ev, nil
 }
 
-// Outcome tells the run loop what the last Handle did to transactions, so
+// outcome tells the run loop what the last Handle did to transactions, so
 // that it can keep the FlushTracker balanced: every Began is followed by
 // exactly one Applied, Skipped or Ended. A message that both starts and
 // ends a transaction on the target (Stream Commit, Commit Prepared,
 // Rollback Prepared) sets Began as well as its end.
-type Outcome struct {
+type outcome struct {
 	Began   bool         // a source transaction started
 	Applied bool         // ... and was committed or prepared on the target, ending at End
 	Skipped bool         // ... and was skipped as already applied (DESIGN.md invariant 1)
@@ -247,12 +247,12 @@ type Outcome struct {
 }
 
 // LastOutcome returns the outcome of the last Handle.
-func (a *Applier) LastOutcome() Outcome { return a.outcome }
+func (a *applier) LastOutcome() outcome { return a.outcome }
 
 // commit queues the origin advance and COMMIT of the open target
 // transaction, sends everything and records the new progress. Source
 // transactions grouped into the target transaction are committed with it.
-func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+func (a *applier) commit(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
@@ -281,7 +281,7 @@ func (a *Applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 
 // Settle waits for the batch in flight and records the commit it carried.
 // The connection is then free for other statements.
-func (a *Applier) Settle(ctx context.Context) error {
+func (a *applier) Settle(ctx context.Context) error {
 	if failed, err := a.sess.drain(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
@@ -290,7 +290,7 @@ func (a *Applier) Settle(ctx context.Context) error {
 }
 
 // collect records the commits that drained batches confirmed.
-func (a *Applier) collect() {
+func (a *applier) collect() {
 	for _, m := range a.sess.done {
 		a.Stats.Commits.Add(1)
 		a.noteApplied(m.end, m.at)
@@ -302,21 +302,21 @@ func (a *Applier) collect() {
 
 // noteApplied records that the source transaction ending at end is now
 // committed (or prepared) on the target.
-func (a *Applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
+func (a *applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
 	a.applied, a.appliedTime = end, at
 	a.Stats.TxnsApplied.Add(1)
 	a.outcome.Applied, a.outcome.End = true, end
 }
 
 // noteSkipped records that a source transaction was already applied.
-func (a *Applier) noteSkipped() {
+func (a *applier) noteSkipped() {
 	a.Stats.TxnsSkipped.Add(1)
 	a.outcome.Skipped = true
 }
 
 // queueOriginAdvance records the source position inside the target
 // transaction, so the commit and the progress are one atomic fact.
-func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
+func (a *applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 	a.params = state.AppendXactSetupArgs(a.params[:0], end, at.Time())
 	a.formats = append(a.formats[:0], 0, 0)
 	a.sess.queueStmt(opOrigin, nil, a.sess.xactSetup, a.params, a.formats, 0, 0)
@@ -324,7 +324,7 @@ func (a *Applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 
 // Abandon rolls back a transaction in progress (on shutdown): nothing of it
 // was committed, and the source resends it.
-func (a *Applier) Abandon(ctx context.Context) error {
+func (a *applier) Abandon(ctx context.Context) error {
 	if (!a.machine.InTransaction() || a.txn.skip) && a.group.count == 0 && !a.sess.busy() {
 		return nil
 	}
@@ -334,7 +334,7 @@ func (a *Applier) Abandon(ctx context.Context) error {
 	return a.sess.rollback(ctx)
 }
 
-func (a *Applier) fail(ctx context.Context, err error) error {
+func (a *applier) fail(ctx context.Context, err error) error {
 	var te *TxnError
 	if !errors.As(err, &te) {
 		te = &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
@@ -354,7 +354,7 @@ func (a *Applier) fail(ctx context.Context, err error) error {
 	return err
 }
 
-func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
+func (a *applier) failStmt(ctx context.Context, q *queuedStmt, err error) error {
 	err = a.failQueued(ctx, q, err)
 	if q != nil && q.op == opCommit {
 		// The origin was set up and then the COMMIT failed: on PostgreSQL
@@ -368,7 +368,7 @@ func (a *Applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 
 // failQueued is failStmt without the rewind: it names the transaction and
 // statement of q in err and rolls back.
-func (a *Applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
+func (a *applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
 	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
@@ -394,7 +394,7 @@ func (a *Applier) failQueued(ctx context.Context, q *queuedStmt, err error) erro
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's
 // subscriber, it is skipped (update_missing / delete_missing).
-func (a *Applier) rowMissing(q *queuedStmt, n int, key string) {
+func (a *applier) rowMissing(q *queuedStmt, n int, key string) {
 	a.Stats.MissingRows.Add(int64(n))
 	kind := "update_missing"
 	if q.op == opDelete {
@@ -413,7 +413,7 @@ func (a *Applier) rowMissing(q *queuedStmt, n int, key string) {
 
 // changeNet folds a change into the net state of the group when that is
 // safe (compact.go), and otherwise queues it as it comes.
-func (a *Applier) changeNet(ctx context.Context, msg protocol.Message) error {
+func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 	if !a.compaction || !a.grouping || a.machine.state != stateInTxn || a.txn.finalLSN <= a.noGroupThrough {
 		return a.change(ctx, msg)
 	}
@@ -453,7 +453,7 @@ func (a *Applier) changeNet(ctx context.Context, msg protocol.Message) error {
 }
 
 // change queues one DML message.
-func (a *Applier) change(ctx context.Context, msg protocol.Message) error {
+func (a *applier) change(ctx context.Context, msg protocol.Message) error {
 	switch m := msg.(type) {
 	case *protocol.Insert:
 		return a.insert(ctx, m)
@@ -480,7 +480,7 @@ func checkWidth(e *relEntry, t *protocol.TupleData, op opKind, which string) err
 }
 
 // addParam appends one column value as a statement parameter.
-func (a *Applier) addParam(c *protocol.TupleColumn) {
+func (a *applier) addParam(c *protocol.TupleColumn) {
 	switch c.Kind {
 	case protocol.ColumnText:
 		a.params = append(a.params, c.Data)
@@ -494,7 +494,7 @@ func (a *Applier) addParam(c *protocol.TupleColumn) {
 	}
 }
 
-func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
+func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 	e, err := a.relation(ctx, m.RelationID, opInsert)
 	if err != nil {
 		return err
@@ -524,7 +524,7 @@ func (a *Applier) insert(ctx context.Context, m *protocol.Insert) error {
 // locator returns the tuple that locates the row of an UPDATE or DELETE:
 // the old key ('K') or old row ('O') when sent, else the new tuple (the key
 // did not change). It also says whether the identity is FULL.
-func (a *Applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
+func (a *applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
 	full := e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull
 	if !full && len(e.key) == 0 {
 		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
@@ -541,7 +541,7 @@ func (a *Applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protoc
 	return src, full, nil
 }
 
-func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
+func (a *applier) update(ctx context.Context, m *protocol.Update) error {
 	e, err := a.relation(ctx, m.RelationID, opUpdate)
 	if err != nil {
 		return err
@@ -584,7 +584,7 @@ func (a *Applier) update(ctx context.Context, m *protocol.Update) error {
 	return nil
 }
 
-func (a *Applier) delete(ctx context.Context, m *protocol.Delete) error {
+func (a *applier) delete(ctx context.Context, m *protocol.Delete) error {
 	e, err := a.relation(ctx, m.RelationID, opDelete)
 	if err != nil {
 		return err
@@ -607,7 +607,7 @@ func (a *Applier) delete(ctx context.Context, m *protocol.Delete) error {
 
 // matchColumns appends the locating values to the parameters, renders the
 // key for messages, and returns which source columns locate the row.
-func (a *Applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) []int {
+func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) []int {
 	use := a.matchIdx[:0]
 	if full {
 		for i := range e.rel.Columns {
@@ -660,7 +660,7 @@ func appendValue(dst []byte, c *protocol.TupleColumn) []byte {
 	return append(dst, c.Data...)
 }
 
-func (a *Applier) truncate(ctx context.Context, m *protocol.Truncate) error {
+func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 	tables := make([]string, 0, len(m.RelationIDs))
 	only := make([]bool, 0, len(m.RelationIDs))
 	var first *relEntry

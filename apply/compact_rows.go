@@ -190,7 +190,7 @@ func rowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
 // (array_in was a quarter of the target's time on a pgbench backlog), and
 // nothing needs escaping here either. elems gives each column's element
 // type when its values are binary (0 or missing: text).
-func (a *Applier) packArrays(width int, elems []uint32) {
+func (a *applier) packArrays(width int, elems []uint32) {
 	rows := len(a.params) / width
 	buf := a.arrayBuf[:0]
 	ends := a.arrayEnds[:0]

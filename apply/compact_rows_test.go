@@ -11,7 +11,7 @@ import (
 
 // The binary text[] of two elements, "ab" and NULL, byte by byte.
 func TestPackArraysGolden(t *testing.T) {
-	a := &Applier{}
+	a := &applier{}
 	a.params = [][]byte{[]byte("ab"), nil}
 	a.packArrays(1, nil)
 	want := []byte{
@@ -77,7 +77,7 @@ func decodeTextArray(t *testing.T, b []byte) [][]byte {
 }
 
 func TestPackArrays(t *testing.T) {
-	a := &Applier{}
+	a := &applier{}
 	// two rows of three values, row by row
 	a.params = [][]byte{[]byte("1"), nil, []byte(`x"`), []byte("2"), []byte(""), []byte("{\\}, NULL")}
 	a.formats = []int16{0, 0, 0, 0, 0, 0}
@@ -143,7 +143,7 @@ func TestCompactorKeepsFirstEmptyValue(t *testing.T) {
 // BenchmarkPackArrays packs a pgbench-like run (2,000 rows of four values,
 // one of them 84 characters) into binary text[] parameters.
 func BenchmarkPackArrays(b *testing.B) {
-	a := &Applier{}
+	a := &applier{}
 	filler := []byte(strings.Repeat(" ", 84))
 	rows := make([][]byte, 0, 2000*4)
 	for i := 0; i < 2000; i++ {

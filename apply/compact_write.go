@@ -21,7 +21,7 @@ import (
 // changes keep that order; the order between tables does not matter (see
 // compact.go), and the inserts come last so that the COPYs among them cut
 // the batch in as few places as possible.
-func (a *Applier) writeOut(ctx context.Context) error {
+func (a *applier) writeOut(ctx context.Context) error {
 	c := a.net
 	if c.n == 0 {
 		return nil
@@ -83,7 +83,7 @@ func chunks(rows []*netRow, perRow int, fn func([]*netRow) error) error {
 	return nil
 }
 
-func (a *Applier) addCell(x cell) {
+func (a *applier) addCell(x cell) {
 	a.params = append(a.params, a.net.bytes(x))
 	f := int16(0)
 	if x.kind == protocol.ColumnBinary {
@@ -93,7 +93,7 @@ func (a *Applier) addCell(x cell) {
 }
 
 // multiStatement returns the prepared statement of a multi-row shape.
-func (a *Applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.stmts[shape]; ok {
 		return sd, nil
 	}
@@ -145,7 +145,7 @@ func keyMatch(b *strings.Builder, e *relEntry) {
 	}
 }
 
-func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var cols []int // source columns written
 	for i := range e.rel.Columns {
 		if e.tcol[i] >= 0 {
@@ -215,7 +215,7 @@ func (a *Applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 
 // queueCopyRun queues a run of inserts as one COPY, unless its values mix
 // text and binary or the table takes no COPY (copySQL).
-func (a *Applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
+func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	format := copyFormatOf(rows, cols)
 	if format == 0 {
 		return false
@@ -230,7 +230,7 @@ func (a *Applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	return true
 }
 
-func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
 	// Rows whose images hold unchanged TOAST values need SET lists without
 	// those columns: rows are written in runs of the same set of columns
 	// (their order does not matter: every row has its own key), each in
@@ -261,7 +261,7 @@ func (a *Applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 }
 
 // writeUpdateRun writes updates whose images leave out the same columns.
-func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var set []int
 	mask := make([]byte, 0, len(e.rel.Columns))
 	for i := range e.rel.Columns {
@@ -313,7 +313,7 @@ func (a *Applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	})
 }
 
-func (a *Applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
 	a.net.sortByKey(rows)
 	per := len(e.key)
 	conflict, fail := a.wraps('D')
@@ -424,7 +424,7 @@ func keyedTypes(e *relEntry, set []int, keyText bool) []string {
 // the statement records conflicts, its key as text; in the array form
 // packed into one array per column of the row source, width wide, typed by
 // elems where binary (packArrays).
-func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
+func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for _, r := range rs {
 		for _, x := range r.key {
@@ -446,7 +446,7 @@ func (a *Applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, ar
 // DELETE (set nil): its row parameters (addKeyedRows), the rows' keys for
 // messages and, when the statement records its own conflicts, the record
 // parameters.
-func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
+func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
 	keyStart := len(a.sess.keys)
 	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
 	a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
@@ -463,7 +463,7 @@ func (a *Applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescrip
 
 // addKeyText adds a row's key rendered as text, the key of its conflict
 // record, as a parameter; the text lives in the compactor's arena.
-func (a *Applier) addKeyText(e *relEntry, r *netRow) {
+func (a *applier) addKeyText(e *relEntry, r *netRow) {
 	c := a.net
 	start := len(c.arena)
 	for j, i := range e.key {
@@ -480,7 +480,7 @@ func (a *Applier) addKeyText(e *relEntry, r *netRow) {
 }
 
 // renderKeys renders the keys of a multi-row statement for messages.
-func (a *Applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
+func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
 	for n, r := range rs {
 		if n > 0 {
 			dst = append(dst, "; "...)

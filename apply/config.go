@@ -84,10 +84,10 @@ type Config struct {
 	Origin string
 	// SpillDir is where streamed transactions are spilled (default:
 	// $XDG_STATE_HOME/walapply/<name>/spill, or under ~/.local/state).
-	// SpillFS is the filesystem it is on (default state.OSFS; tests inject
-	// faults through state.FaultFS).
 	SpillDir string
-	SpillFS  state.FS
+	// spillFS is the filesystem it is on (default state.OSFS; tests inject
+	// faults through internal/spillfs.FaultFS, with SetSpillFS).
+	spillFS state.FS
 	// AllowTimelineChange continues on a source timeline that the start
 	// refuses (timeline.go: its history lacks transactions the target
 	// applied, or cannot be read), with a warning saying so. A new

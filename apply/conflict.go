@@ -201,7 +201,7 @@ func wrapInsert(base string, policy string, keyCols, cols []string, first int) s
 }
 
 // appendRecordParams appends the five record parameters.
-func (a *Applier) appendRecordParams(e *relEntry, key []byte) {
+func (a *applier) appendRecordParams(e *relEntry, key []byte) {
 	q := a.recordBuf[:0]
 	q = append(q, a.name...)
 	n0 := len(q)
@@ -244,7 +244,7 @@ func asConflictError(err error) error {
 // conflict: the kind it meets ("" when it needs no wrapping), and whether
 // its policy is error (the statement then raises the error itself, through
 // walapply.conflict_error, so that the transaction fails before COMMIT).
-func (a *Applier) wraps(kind byte) (conflict string, fail bool) {
+func (a *applier) wraps(kind byte) (conflict string, fail bool) {
 	switch kind {
 	case 'I':
 		if a.policies[ConflictInsertExists] != PolicyError {
@@ -265,7 +265,7 @@ func raiseInstead(b *strings.Builder, kind string, first int, keys string) {
 }
 
 // conflicted logs and counts a conflict a statement recorded.
-func (a *Applier) conflicted(q *queuedStmt, key string) {
+func (a *applier) conflicted(q *queuedStmt, key string) {
 	a.Stats.Conflicts.Add(q.conflict)
 	if q.conflict == ConflictUpdateMissing || q.conflict == ConflictDeleteMissing {
 		a.Stats.MissingRows.Add(1)
@@ -274,7 +274,7 @@ func (a *Applier) conflicted(q *queuedStmt, key string) {
 		Str("key", key).Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).Msg("conflict")
 }
 
-func (a *Applier) resolution(kind string) string {
+func (a *applier) resolution(kind string) string {
 	if a.policies[kind] == PolicyApply && kind != ConflictDeleteMissing {
 		return "applied"
 	}
@@ -283,7 +283,7 @@ func (a *Applier) resolution(kind string) string {
 
 // wrapStatement turns a per-row statement into its self-recording form
 // (see the file comment). oids gets the record parameters' types.
-func (a *Applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
+func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
 	conflict, fail := a.wraps(kind)
 	if conflict == "" {
 		return sql, oids
@@ -332,7 +332,7 @@ func (a *Applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 }
 
 // queueRow queues a per-row change with its conflict handling.
-func (a *Applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
+func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
 	conflict, fail := a.wraps(kind)
 	if conflict != "" {
 		a.appendRecordParams(e, a.sess.keys[keyStart:])
@@ -345,7 +345,7 @@ func (a *Applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.Stateme
 
 // renderTupleKey renders the replica identity key of a tuple (every
 // column under REPLICA IDENTITY FULL) for messages and records.
-func (a *Applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+func (a *applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
 	n := 0
 	for i, c := range e.rel.Columns {
 		if !c.IsKey() || i >= len(t.Columns) {
@@ -413,7 +413,7 @@ func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
 // row onto a new key: with skip it records the conflict when the key is
 // taken (the guarded UPDATE then leaves the row alone); with apply it
 // removes the row that holds the key, and records that.
-func (a *Applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protocol.Update) error {
+func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protocol.Update) error {
 	policy := a.policies[ConflictUpdateExists]
 	shape := "xE" + policy
 	sd, ok := e.stmts[shape]

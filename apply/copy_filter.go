@@ -138,7 +138,7 @@ type copyFilter struct {
 // or (for a TRUNCATE of several tables) a TRUNCATE of the tables whose
 // copies do not. It runs for the change messages of the open source
 // transaction, a.txn, before they are applied.
-func (f *copyFilter) filter(a *Applier, msg protocol.Message) protocol.Message {
+func (f *copyFilter) filter(a *applier, msg protocol.Message) protocol.Message {
 	if f == nil || a.txn.finalLSN >= f.until {
 		return msg
 	}
@@ -181,7 +181,7 @@ func (f *copyFilter) filter(a *Applier, msg protocol.Message) protocol.Message {
 
 // holds reports whether the copy of relation relid holds the changes of
 // the open transaction.
-func (f *copyFilter) holds(a *Applier, relid uint32) bool {
+func (f *copyFilter) holds(a *applier, relid uint32) bool {
 	e := a.rels.rels[relid]
 	if e == nil {
 		return false // the applier reports the missing Relation message

@@ -90,8 +90,8 @@ func TestSnapshotVisible(t *testing.T) {
 
 // filterApplier is an applier with relations 1 (public.a), 2 (public.b)
 // and 3 (s.c), for the filter's tests.
-func filterApplier() *Applier {
-	a := &Applier{rels: NewRelationCache(false)}
+func filterApplier() *applier {
+	a := &applier{rels: newRelationCache(false)}
 	for i, n := range []relName{{"public", "a"}, {"public", "b"}, {"s", "c"}} {
 		a.rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.schema, Name: n.name})
 	}

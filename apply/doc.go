@@ -94,9 +94,9 @@
 // progress; permanent ones stop the run with an error naming the relation,
 // the operation, the source transaction and what to do.
 //
-// Structure. TxnMachine is the pure part: fed one decoded message at a time,
+// Structure. txnMachine is the pure part: fed one decoded message at a time,
 // it checks the framing (transactions, stream blocks, prepared transactions)
-// and says what the message means (an Event). Applier acts on events against
+// and says what the message means (an event). applier acts on events against
 // a target session; Run is the loop around both that owns the connections.
 //
 // # Glossary
@@ -115,21 +115,21 @@
 //     (targetSession.flush, for a batch that is full or must be known
 //     done, e.g. PREPARE TRANSACTION).
 //   - settle: drain and record the commits the batch carried as applied
-//     (Applier.Settle). A commit counts as applied only once settled.
+//     (applier.Settle). A commit counts as applied only once settled.
 //   - group: source transactions folded into one target transaction
 //     (group.go); a group of one is an ordinary transaction.
 //   - commit: queue the origin advance and COMMIT of the target
-//     transaction and send them without waiting (Applier.commit,
+//     transaction and send them without waiting (applier.commit,
 //     commitGroup). CommitAndSettle commits and waits until settled.
 //   - write-out: turning the net state compaction holds into statements,
 //     queued (compact_write.go); a group writes out before its commit, and
 //     earlier when it holds too many rows or a message needs the table.
-//   - idle: the stream is quiet (no message at hand); Applier.Idle takes
+//   - idle: the stream is quiet (no message at hand); applier.Idle takes
 //     one step towards nothing pending. Between transactions is "no
-//     transaction" (TxnMachine), and FlushTracker.Idle means no transaction
+//     transaction" (txnMachine), and FlushTracker.Idle means no transaction
 //     open and everything applied durable.
 //   - applied: committed (or prepared) on the target and settled: the
-//     origin's progress once durable (Applier.Applied). durable: confirmed
+//     origin's progress once durable (applier.Applied). durable: confirmed
 //     by pg_replication_origin_progress(origin, true); only that is
 //     confirmed to the source (state.FlushTracker).
 //   - already applied: at or before the origin's progress, by the one rule
@@ -145,7 +145,7 @@
 //     feedback, outcome tracking), keepalive.go, lease.go (one process per
 //     applier), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: txn.go (TxnMachine, message framing), applier.go (Handle,
+//   - Deciding: txn.go (txnMachine, message framing), applier.go (Handle,
 //     commit, failure), group.go (group commit), skip.go (--skip-lsn),
 //     origin_filter.go, conflict.go, rewind.go (the origin moved back after
 //     a failed COMMIT or PREPARE).

@@ -46,9 +46,9 @@ type txnGroup struct {
 }
 
 // needsOwnTransaction: events whose target work cannot share a group.
-func (e Event) needsOwnTransaction() bool {
+func (e event) needsOwnTransaction() bool {
 	switch e {
-	case EvBeginPrepare, EvCommitPrepared, EvRollbackPrepared, EvStreamCommit, EvStreamPrepare:
+	case evBeginPrepare, evCommitPrepared, evRollbackPrepared, evStreamCommit, evStreamPrepare:
 		return true
 	}
 	return false
@@ -60,18 +60,18 @@ func (e Event) needsOwnTransaction() bool {
 // briefly; inside a source transaction that wait may end with nothing to
 // do (CommitAndSettle is then a no-op), which is cheaper than switching the
 // stream's deadline at every BEGIN and COMMIT.
-func (a *Applier) Pending() bool {
+func (a *applier) Pending() bool {
 	return a.group.count > 0 || a.sess.busy()
 }
 
 // SetClock gives the applier the time the run loop read for the message
 // it is about to handle: the group's age is measured with it, so that the
 // hot path reads the clock once per message, not several times.
-func (a *Applier) SetClock(now time.Time) { a.now = now }
+func (a *applier) SetClock(now time.Time) { a.now = now }
 
 // clock is the loop's time for this message, or the time now for callers
 // that do not set one.
-func (a *Applier) clock() time.Time {
+func (a *applier) clock() time.Time {
 	if a.now.IsZero() {
 		return time.Now()
 	}
@@ -81,7 +81,7 @@ func (a *Applier) clock() time.Time {
 // CommitAndSettle commits the open group, if any, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
 // before it stops.
-func (a *Applier) CommitAndSettle(ctx context.Context) error {
+func (a *applier) CommitAndSettle(ctx context.Context) error {
 	if err := a.Idle(ctx); err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (a *Applier) CommitAndSettle(ctx context.Context) error {
 // loop receives the next messages. If the stream stays quiet, the next
 // Idle confirms the group, a millisecond later. Inside a source
 // transaction it does nothing.
-func (a *Applier) Idle(ctx context.Context) error {
+func (a *applier) Idle(ctx context.Context) error {
 	if a.machine.InTransaction() {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (a *Applier) Idle(ctx context.Context) error {
 
 // commitGroup commits the group without waiting for the target (commit);
 // no source transaction may be in progress.
-func (a *Applier) commitGroup(ctx context.Context) error {
+func (a *applier) commitGroup(ctx context.Context) error {
 	if a.group.count == 0 {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (a *Applier) commitGroup(ctx context.Context) error {
 
 // groupEnds reports whether the source transaction ending at now commits
 // the target transaction instead of joining the group.
-func (a *Applier) groupEnds(now time.Time) bool {
+func (a *applier) groupEnds(now time.Time) bool {
 	switch {
 	case !a.grouping, a.txn.finalLSN <= a.noGroupThrough:
 		return true
@@ -133,7 +133,7 @@ func (a *Applier) groupEnds(now time.Time) bool {
 
 // endGrouped ends a source transaction: it joins the group, or commits the
 // target transaction when grouping is off or the group is full.
-func (a *Applier) endGrouped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+func (a *applier) endGrouped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	now := a.clock()
 	if a.groupEnds(now) {
 		return a.commit(ctx, end, at)

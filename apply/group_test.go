@@ -33,7 +33,7 @@ func TestGroupEnds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := &Applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &targetSession{queued: make([]queuedStmt, c.queued)}}
+			a := &applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &targetSession{queued: make([]queuedStmt, c.queued)}}
 			a.txn.finalLSN = 100
 			if c.noGroup {
 				a.noGroupThrough = 100
@@ -57,7 +57,7 @@ func TestReceiveDeadline(t *testing.T) {
 			for _, fb := range []time.Duration{100 * time.Microsecond, 2 * time.Millisecond, time.Second} {
 				now := base.Add(off)
 				next := now.Add(fb)
-				s := &session{cfg: &Config{}, applier: &Applier{sess: &targetSession{}}}
+				s := &session{cfg: &Config{}, applier: &applier{sess: &targetSession{}}}
 				switch pending {
 				case "group":
 					s.applier.group = txnGroup{count: 5, opened: now.Add(-time.Hour)}

@@ -138,7 +138,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 // track keeps the FlushTracker balanced with what the applier did. One
 // message can end several things at once (a group flushed ahead of a
 // transaction that is then skipped), so every flag counts.
-func (s *session) track(o Outcome) {
+func (s *session) track(o outcome) {
 	if o.Began {
 		s.tracker.BeginTxn()
 	}
@@ -163,7 +163,7 @@ func (s *session) commitAndSettle(ctx context.Context) error {
 }
 
 // idle is commitAndSettle's first step, for a stream that is quiet for now
-// (Applier.Idle).
+// (applier.Idle).
 func (s *session) idle(ctx context.Context) error {
 	return s.tracked(ctx, s.applier.Idle)
 }
@@ -171,7 +171,7 @@ func (s *session) idle(ctx context.Context) error {
 // tracked runs one of the applier's steps and passes its outcome to the
 // FlushTracker.
 func (s *session) tracked(ctx context.Context, step func(context.Context) error) error {
-	s.applier.outcome = Outcome{}
+	s.applier.outcome = outcome{}
 	if err := step(ctx); err != nil {
 		return err
 	}

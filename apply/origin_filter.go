@@ -83,11 +83,11 @@ type originTracker struct {
 }
 
 // observe updates the tracker with one handled message.
-func (t *originTracker) observe(ev Event, msg protocol.Message) {
+func (t *originTracker) observe(ev event, msg protocol.Message) {
 	switch ev {
-	case EvBegin, EvBeginPrepare:
+	case evBegin, evBeginPrepare:
 		t.cur = ""
-	case EvOrigin:
+	case evOrigin:
 		name := msg.(*protocol.Origin).Name
 		if !t.inBlock {
 			t.cur = name
@@ -98,21 +98,21 @@ func (t *originTracker) observe(ev Event, msg protocol.Message) {
 			t.streamed = make(map[uint32]string)
 		}
 		t.streamed[t.blockXid] = name
-	case EvCommit, EvPrepare:
+	case evCommit, evPrepare:
 		t.last = t.cur
-	case EvStreamStart:
+	case evStreamStart:
 		t.inBlock, t.blockXid = true, msg.(*protocol.StreamStart).Xid
-	case EvStreamStop:
+	case evStreamStop:
 		t.inBlock = false
-	case EvStreamCommit:
+	case evStreamCommit:
 		xid := msg.(*protocol.StreamCommit).Xid
 		t.last = t.streamed[xid]
 		delete(t.streamed, xid)
-	case EvStreamPrepare:
+	case evStreamPrepare:
 		xid := msg.(*protocol.StreamPrepare).Xid
 		t.last = t.streamed[xid]
 		delete(t.streamed, xid)
-	case EvStreamAbort:
+	case evStreamAbort:
 		if m := msg.(*protocol.StreamAbort); m.Toplevel() {
 			delete(t.streamed, m.Xid)
 		}

@@ -142,7 +142,7 @@ func TestOriginTracker(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
-		m := NewTxnMachine()
+		m := newTxnMachine()
 		var tr originTracker
 		for i, s := range tc.steps {
 			ev, err := m.Step(s.msg)

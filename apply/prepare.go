@@ -146,7 +146,7 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 }
 
 // handleTwoPhase acts on the events of two-phase transactions.
-func (a *Applier) handleTwoPhase(ctx context.Context, ev Event, msg protocol.Message) error {
+func (a *applier) handleTwoPhase(ctx context.Context, ev event, msg protocol.Message) error {
 	if !a.tp.on {
 		return orderError("%s message, but two-phase decoding was not asked for", msg.Type())
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // targetGID maps a source transaction to its GID on the target.
-func (a *Applier) targetGID(xid uint32, sourceGID string) (string, error) {
+func (a *applier) targetGID(xid uint32, sourceGID string) (string, error) {
 	gid, err := twophase.TargetGID(a.tp.mode, a.tp.name, xid, sourceGID)
 	if err != nil {
 		return "", &PermanentError{&TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: OpPrepare, Err: fmt.Errorf("choosing the target GID: %w", err)}}
@@ -24,7 +24,7 @@ func (a *Applier) targetGID(xid uint32, sourceGID string) (string, error) {
 // Begin. It reports whether the transaction is already prepared on the
 // target and so is to be skipped (see the package comment in prepare.go:
 // the prepare LSN alone does not tell).
-func (a *Applier) startPrepared(ctx context.Context, xid uint32, prepareLSN protocol.LSN, at protocol.Timestamp, sourceGID string) (skip bool, err error) {
+func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN protocol.LSN, at protocol.Timestamp, sourceGID string) (skip bool, err error) {
 	a.outcome.Began = true
 	a.txn = openTxn{xid: xid, finalLSN: prepareLSN, commitTime: at}
 	a.sess.txnXid, a.sess.txnLSN = xid, prepareLSN
@@ -50,7 +50,7 @@ func (a *Applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 }
 
 // beginPrepare opens a transaction that the source prepared.
-func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) error {
+func (a *applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) error {
 	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
 	if err != nil {
 		return err
@@ -65,9 +65,9 @@ func (a *Applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 }
 
 // prepare ends the open transaction with PREPARE TRANSACTION.
-func (a *Applier) prepare(ctx context.Context, m *protocol.Prepare) error {
+func (a *applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 	if !a.tp.open {
-		// A Prepare without Begin Prepare (see TxnMachine): nothing to
+		// A Prepare without Begin Prepare (see txnMachine): nothing to
 		// prepare on the target. Its outcome then finds no prepared
 		// transaction, as after PostgreSQL 15, which sends nothing at
 		// PREPARE for such a transaction.
@@ -91,7 +91,7 @@ func (a *Applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 
 // streamPrepare replays a streamed transaction from its spill file and
 // prepares it.
-func (a *Applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) error {
+func (a *applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) error {
 	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func (a *Applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) 
 // prepareTxn queues the origin setup, as the last statement, and PREPARE
 // TRANSACTION, and waits for them: the prepared transaction must be known
 // to exist before anything else happens on the session.
-func (a *Applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+func (a *applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	gid := a.tp.gid
 	a.params = append(state.AppendXactSetupArgs(a.params[:0], end, at.Time()), []byte(gid))
 	a.formats = append(a.formats[:0], 0, 0, 0)
@@ -148,7 +148,7 @@ func (a *Applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.
 // TRANSACTION. When the failure came at or after the origin setup, the
 // origin may have advanced without the transaction (PostgreSQL 16+), and is
 // moved back.
-func (a *Applier) failPrepare(ctx context.Context, failed *queuedStmt, err error) error {
+func (a *applier) failPrepare(ctx context.Context, failed *queuedStmt, err error) error {
 	gid := a.tp.gid
 	afterSetup := failed == nil || failed.op == opOrigin || failed.op == opCommit
 	if failed != nil && failed.op == opCommit {
@@ -200,7 +200,7 @@ func (f *finish) what() string {
 // finishPrepared runs COMMIT PREPARED or ROLLBACK PREPARED, with the origin
 // set up just before it on the same session so that its record advances
 // the origin to the outcome's end.
-func (a *Applier) finishPrepared(ctx context.Context, f finish) error {
+func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 	a.outcome.Began = true
 	lsn := f.start
 	if lsn == 0 {
@@ -239,7 +239,7 @@ func (a *Applier) finishPrepared(ctx context.Context, f finish) error {
 }
 
 // notPrepared handles an outcome whose GID is not prepared on the target.
-func (a *Applier) notPrepared(f *finish, gid string) {
+func (a *applier) notPrepared(f *finish, gid string) {
 	ours := a.tp.prepared[gid]
 	delete(a.tp.prepared, gid)
 	if alreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
@@ -268,7 +268,7 @@ func (a *Applier) notPrepared(f *finish, gid string) {
 // that ends a transaction then adds to their count rather than replacing
 // the outcome, so that every Began still meets exactly one end.
 
-func (a *Applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
+func (a *applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
 	prior := a.outcome.Applied
 	a.noteApplied(end, at)
 	if prior {
@@ -276,7 +276,7 @@ func (a *Applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
 	}
 }
 
-func (a *Applier) tpSkipped() {
+func (a *applier) tpSkipped() {
 	if !a.outcome.Applied {
 		a.noteSkipped()
 		return
@@ -285,7 +285,7 @@ func (a *Applier) tpSkipped() {
 	a.outcome.Count++
 }
 
-func (a *Applier) tpEnded() {
+func (a *applier) tpEnded() {
 	if a.outcome.Applied {
 		a.outcome.Count++
 		return

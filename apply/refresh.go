@@ -101,7 +101,7 @@ type tableWatch struct {
 
 // check is called with every Relation message, before anything of the
 // transaction it belongs to is applied to that table.
-func (w *tableWatch) check(ctx context.Context, a *Applier, rel *protocol.Relation) error {
+func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relation) error {
 	if w == nil {
 		return nil
 	}

@@ -79,7 +79,7 @@ type syncs struct {
 }
 
 // begin starts X's background copy, or says to end the session.
-func (w *tableWatch) begin(ctx context.Context, a *Applier, n relName) error {
+func (w *tableWatch) begin(ctx context.Context, a *applier, n relName) error {
 	// One background copy at a time: its temporary slot is named after
 	// the applier's.
 	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.state == stateInPrepare {
@@ -101,7 +101,7 @@ func (w *tableWatch) begin(ctx context.Context, a *Applier, n relName) error {
 }
 
 // syncing returns the background copy relation relid is in, if any.
-func (w *tableWatch) syncing(a *Applier, relid uint32) *tableSync {
+func (w *tableWatch) syncing(a *applier, relid uint32) *tableSync {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (w *tableWatch) syncing(a *Applier, relid uint32) *tableSync {
 
 // touches returns the background copy a change's table is in, and
 // whether the change is a TRUNCATE.
-func (w *tableWatch) touches(a *Applier, msg protocol.Message) (*tableSync, bool) {
+func (w *tableWatch) touches(a *applier, msg protocol.Message) (*tableSync, bool) {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil, false
 	}
@@ -137,7 +137,7 @@ func (w *tableWatch) touches(a *Applier, msg protocol.Message) (*tableSync, bool
 
 // divert sets a change aside when its table is being copied; it reports
 // whether it did.
-func (w *tableWatch) divert(a *Applier, msg protocol.Message) (bool, error) {
+func (w *tableWatch) divert(a *applier, msg protocol.Message) (bool, error) {
 	ts, truncate := w.touches(a, msg)
 	if ts == nil {
 		return false, nil
@@ -153,7 +153,7 @@ func (w *tableWatch) divert(a *Applier, msg protocol.Message) (bool, error) {
 // relationChanged reports whether a Relation message changes the
 // definition of a table being copied: its set-aside changes were made
 // with the old one.
-func (w *tableWatch) relationChanged(a *Applier, rel *protocol.Relation) error {
+func (w *tableWatch) relationChanged(a *applier, rel *protocol.Relation) error {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}

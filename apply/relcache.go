@@ -61,37 +61,37 @@ func sourceSchema(ns string) string {
 	return ns
 }
 
-// RelationCache keeps the source's Relation and Type messages, and for each
+// relationCache keeps the source's Relation and Type messages, and for each
 // relation the target table it maps onto, its column mapping and its
 // prepared statements. A Relation message for a known OID replaces the entry:
 // the source resends it whenever the definition may have changed, so a
 // column added or dropped mid-stream takes effect at the next change.
-type RelationCache struct {
+type relationCache struct {
 	rels   map[uint32]*relEntry
 	types  map[uint32]*protocol.TypeMessage
 	binary bool
 }
 
-// NewRelationCache returns an empty cache; binary says the stream carries
+// newRelationCache returns an empty cache; binary says the stream carries
 // binary-format values, which need the target types to match exactly.
-func NewRelationCache(binary bool) *RelationCache {
-	return &RelationCache{rels: map[uint32]*relEntry{}, types: map[uint32]*protocol.TypeMessage{}, binary: binary}
+func newRelationCache(binary bool) *relationCache {
+	return &relationCache{rels: map[uint32]*relEntry{}, types: map[uint32]*protocol.TypeMessage{}, binary: binary}
 }
 
 // PutRelation remembers a Relation message. rel must not be reused by the
 // caller (protocol.Relation.Decode allocates a fresh value).
-func (c *RelationCache) PutRelation(rel *protocol.Relation) {
+func (c *relationCache) PutRelation(rel *protocol.Relation) {
 	c.rels[rel.RelationID] = &relEntry{rel: rel}
 }
 
 // PutType remembers a Type message.
-func (c *RelationCache) PutType(t *protocol.TypeMessage) {
+func (c *relationCache) PutType(t *protocol.TypeMessage) {
 	cp := *t
 	c.types[t.TypeOID] = &cp
 }
 
 // get returns the entry of a relation, mapped onto the target.
-func (c *RelationCache) get(ctx context.Context, q querier, relid uint32) (*relEntry, error) {
+func (c *relationCache) get(ctx context.Context, q querier, relid uint32) (*relEntry, error) {
 	e := c.rels[relid]
 	if e == nil {
 		return nil, orderError("change for relation OID %d before its Relation message", relid)
@@ -107,7 +107,7 @@ func (c *RelationCache) get(ctx context.Context, q querier, relid uint32) (*relE
 
 // mapTarget finds the target table of a source relation: by schema and
 // name, columns by name (PostgreSQL's subscriber does the same).
-func (c *RelationCache) mapTarget(ctx context.Context, q querier, e *relEntry) error {
+func (c *relationCache) mapTarget(ctx context.Context, q querier, e *relEntry) error {
 	schema := sourceSchema(e.rel.Namespace)
 	t, found, err := lookupTargetTable(ctx, q, schema, e.rel.Name)
 	if err != nil {
@@ -160,7 +160,7 @@ func (c *RelationCache) mapTarget(ctx context.Context, q querier, e *relEntry) e
 // relation returns the source relation relid mapped onto its target table,
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
-func (a *Applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
+func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
 	var e *relEntry
 	var err error
 	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
@@ -191,7 +191,7 @@ func (a *Applier) relation(ctx context.Context, relid uint32, op opKind) (*relEn
 // on a backlog over many tables that was a stall per table). The lookup
 // runs read-only with the applying session's search_path, so type names
 // read the same on both (error messages are matched against them).
-func (a *Applier) lookupOnCatalog(ctx context.Context, relid uint32) (*relEntry, error) {
+func (a *applier) lookupOnCatalog(ctx context.Context, relid uint32) (*relEntry, error) {
 	var e *relEntry
 	err := pgx.BeginTxFunc(ctx, a.catalog, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {

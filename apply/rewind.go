@@ -35,7 +35,7 @@ const originReleaseWait = 30 * time.Second
 //
 // An error means the origin may be ahead of the target's data: it is
 // permanent, so that the run stops rather than resume past the transaction.
-func (a *Applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) error {
+func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) error {
 	origin := a.sess.origin
 	if origin == "" {
 		return nil
@@ -98,7 +98,7 @@ func failedWhat(gid string) string {
 	return "PREPARE TRANSACTION " + twophase.QuoteGID(gid)
 }
 
-func (a *Applier) rewindFailed(gid string, err error) error {
+func (a *applier) rewindFailed(gid string, err error) error {
 	return &PermanentError{fmt.Errorf("after a failed %s, checking the target's origin %q: %w; it may be past transactions that were not applied, which would then be lost: "+
 		"compare pg_replication_origin_progress(%s, false) on the target with the last transaction applied (%s), move it back with pg_replication_origin_advance if needed, then restart",
 		failedWhat(gid), a.sess.origin, err, twophase.QuoteGID(a.sess.origin), a.applied)}

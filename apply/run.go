@@ -86,7 +86,7 @@ type session struct {
 	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string
 	facts   *preflightFacts // what the preflight learned (preflight.go)
-	applier *Applier
+	applier *applier
 	tracker *state.FlushTracker
 	heard   receipts // when the walsender was last heard from (observe.go)
 	decoder *protocol.Decoder

@@ -132,14 +132,14 @@ func lookupSkip(ctx context.Context, conn *pgx.Conn, name string, lsn protocol.L
 
 // skipMatches reports whether the transaction ending at commit (its commit
 // or prepare LSN) is the one --skip-lsn names.
-func (a *Applier) skipMatches(commit protocol.LSN) bool {
+func (a *applier) skipMatches(commit protocol.LSN) bool {
 	return a.skipLSN != 0 && commit == a.skipLSN
 }
 
 // recordUserSkip records, inside the (empty) target transaction that moves
 // the origin past it, that the transaction named by --skip-lsn was skipped;
 // the skip is then used.
-func (a *Applier) recordUserSkip() {
+func (a *applier) recordUserSkip() {
 	a.log.Warn().Uint32("xid", a.txn.xid).Stringer("commit_lsn", a.txn.finalLSN).
 		Msg("skipping the source transaction named by --skip-lsn: none of its changes are applied")
 	a.Stats.Conflicts.Add(skipKindUsed)
@@ -150,7 +150,7 @@ func (a *Applier) recordUserSkip() {
 // notePassed spends an armed skip LSN that the transaction being applied,
 // ending at commit, has gone past without meeting it. The record goes into
 // the open target transaction.
-func (a *Applier) notePassed(commit protocol.LSN) {
+func (a *applier) notePassed(commit protocol.LSN) {
 	if a.skipLSN == 0 || commit <= a.skipLSN {
 		return
 	}
@@ -162,7 +162,7 @@ func (a *Applier) notePassed(commit protocol.LSN) {
 
 // queueSkipRecord queues the walapply.conflicts row of a use of --skip-lsn
 // for the open source transaction.
-func (a *Applier) queueSkipRecord(kind, resolution string, key []byte) {
+func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	var b strings.Builder
 	recordInsert(&b, kind, resolution, 1, "$3")
 	a.params, a.formats = a.params[:0], a.formats[:0]
@@ -176,7 +176,7 @@ func (a *Applier) queueSkipRecord(kind, resolution string, key []byte) {
 }
 
 // skipHint fills in a failed transaction's error what --skip-lsn did.
-func (a *Applier) skipHint(te *TxnError) {
+func (a *applier) skipHint(te *TxnError) {
 	switch {
 	case a.skipLSN != 0 && te.CommitLSN != a.skipLSN:
 		te.SkipLSN = a.skipLSN
@@ -188,7 +188,7 @@ func (a *Applier) skipHint(te *TxnError) {
 // commitSkipped commits the empty target transaction of a prepared
 // transaction skipped at its PREPARE, with the origin moved to its end,
 // and waits for it, as prepareTxn does for a PREPARE TRANSACTION.
-func (a *Applier) commitSkipped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
+func (a *applier) commitSkipped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	a.recordUserSkip()
 	a.queueOriginAdvance(end, at)
 	a.sess.queueSQL(opCommit, nil, "COMMIT")

@@ -14,7 +14,7 @@ import (
 // list, so one relation can need several UPDATE statements) and the columns
 // that locate the row. Statements are cached per relation; a new Relation
 // message replaces the relation's entry and with it its statements.
-func (a *Applier) statement(ctx context.Context, e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
+func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
 	shape := append(a.shape[:0], kind)
 	if set != nil {
 		shape = appendMask(shape, len(e.rel.Columns), func(i int) bool {

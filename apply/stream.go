@@ -134,7 +134,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 			return err
 		}
 	}
-	fsys := cfg.SpillFS
+	fsys := cfg.spillFS
 	if fsys == nil {
 		fsys = state.OSFS
 	}
@@ -231,21 +231,21 @@ func pathComponent(name string) string {
 }
 
 // handleStream acts on the events of streamed transactions.
-func (a *Applier) handleStream(ctx context.Context, ev Event, msg protocol.Message) error {
+func (a *applier) handleStream(ctx context.Context, ev event, msg protocol.Message) error {
 	st := &a.stream
 	if st.dir == nil {
 		return orderError("%s message, but streaming was not asked for", msg.Type())
 	}
 	switch ev {
-	case EvStreamStart:
+	case evStreamStart:
 		return a.streamStart(msg.(*protocol.StreamStart))
-	case EvStreamStop:
+	case evStreamStop:
 		return a.streamStop()
-	case EvStreamChange:
+	case evStreamChange:
 		return a.streamChange(msg)
-	case EvStreamAbort:
+	case evStreamAbort:
 		return a.streamAbort(msg.(*protocol.StreamAbort))
-	case EvStreamCommit:
+	case evStreamCommit:
 		return a.streamCommit(ctx, msg.(*protocol.StreamCommit))
 	}
 	return orderError("unexpected %s for streamed transactions", ev)
@@ -253,7 +253,7 @@ func (a *Applier) handleStream(ctx context.Context, ev Event, msg protocol.Messa
 
 // streamStart opens the spill file of the block's transaction: a new one for
 // its first segment, else the one its earlier blocks went to.
-func (a *Applier) streamStart(m *protocol.StreamStart) error {
+func (a *applier) streamStart(m *protocol.StreamStart) error {
 	st := &a.stream
 	f := st.files[m.Xid]
 	switch {
@@ -279,7 +279,7 @@ func (a *Applier) streamStart(m *protocol.StreamStart) error {
 
 // streamStop closes the block's file, so that the number of open files does
 // not grow with the number of open streamed transactions.
-func (a *Applier) streamStop() error {
+func (a *applier) streamStop() error {
 	st := &a.stream
 	f := st.block
 	st.block = nil
@@ -296,7 +296,7 @@ func (a *Applier) streamStop() error {
 // received, tagged with the (sub)transaction that made it. Relation and
 // Type messages go there too: they describe the relations as of this
 // transaction and take effect when it is replayed.
-func (a *Applier) streamChange(msg protocol.Message) error {
+func (a *applier) streamChange(msg protocol.Message) error {
 	st := &a.stream
 	f := st.block
 	if f == nil {
@@ -337,7 +337,7 @@ func streamedXid(msg protocol.Message) uint32 {
 }
 
 // streamAbort discards a subtransaction's changes, or the whole file.
-func (a *Applier) streamAbort(m *protocol.StreamAbort) error {
+func (a *applier) streamAbort(m *protocol.StreamAbort) error {
 	if m.Toplevel() {
 		a.log.Debug().Uint32("xid", m.Xid).Msg("streamed transaction aborted; its spill file is removed")
 		return a.dropSpilled(m.Xid)

@@ -40,7 +40,7 @@ const copyMinRun = 64
 // it in the spill file with one COPY. It returns false, having done nothing,
 // when the rows cannot be copied; the message that ended the run is left in
 // p.stash.
-func (a *Applier) copyInserts(ctx context.Context, p *replayer, first *protocol.Insert) (bool, error) {
+func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.Insert) (bool, error) {
 	e, err := a.relation(ctx, first.RelationID, opInsert)
 	if err != nil {
 		return false, a.fail(ctx, err)

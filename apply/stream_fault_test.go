@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/spillfs"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/testenv"
 )
 
 // TestStreamedSpillFaults injects I/O faults into the spill files through
-// state.FaultFS: a disk that fills up, EIO, a short write. Each is a clear
+// spillfs.FaultFS: a disk that fills up, EIO, a short write. Each is a clear
 // error, retried after reconnecting, with nothing of the transaction applied
 // or confirmed meanwhile; once the fault is gone the run resumes and applies
 // everything once. A spill file damaged on disk stops the run with an error
@@ -28,8 +29,8 @@ func TestStreamedSpillFaults(t *testing.T) {
 		h.source(`CREATE PUBLICATION f FOR TABLE f`)
 		h.createSlot("f")
 		cfg, logs := h.streamConfig("f", "on", "f")
-		fault := state.NewFaultFS(state.OSFS)
-		cfg.SpillFS = fault
+		fault := spillfs.NewFaultFS(spillfs.OSFS)
+		apply.SetSpillFS(&cfg, fault)
 		h.runApplier(cfg)
 		origin, err := state.OriginName("f")
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 
 // streamCommit applies a streamed transaction at its commit: the spill file
 // replayed into one target transaction that also advances the origin.
-func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) error {
-	// Like a Begin and a Commit at once (see Outcome).
+func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) error {
+	// Like a Begin and a Commit at once (see outcome).
 	a.outcome.Began = true
 	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
@@ -66,7 +66,7 @@ func (a *Applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 // The file is read sequentially through a bounded buffer, every record's
 // checksum verified; a damaged file is an error naming it, and nothing of
 // the transaction is applied.
-func (a *Applier) replaySpilled(ctx context.Context, xid uint32) error {
+func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 	st := &a.stream
 	if st.dir == nil {
 		return orderError("replay of streamed transaction %d, but streaming was not asked for", xid)
@@ -152,7 +152,7 @@ type replayer struct {
 	// run of inserts sent with COPY.
 	stash protocol.Message
 
-	a             *Applier
+	a             *applier
 	ctx           context.Context
 	n             int
 	lastKeepalive time.Time
@@ -192,7 +192,7 @@ func (p *replayer) next() (protocol.Message, error) {
 
 // dropSpilled removes the spill file of the streamed transaction xid, if it
 // has one (after its commit or prepare, or when it aborted).
-func (a *Applier) dropSpilled(xid uint32) error {
+func (a *applier) dropSpilled(xid uint32) error {
 	st := &a.stream
 	if st.dir == nil {
 		return nil
@@ -211,7 +211,7 @@ func (a *Applier) dropSpilled(xid uint32) error {
 // file. pgoutput sends the schema again in every streamed transaction; an
 // unchanged description keeps the cached entry, with its target mapping and
 // prepared statements, instead of preparing them all again.
-func (a *Applier) putStreamedRelation(rel *protocol.Relation) {
+func (a *applier) putStreamedRelation(rel *protocol.Relation) {
 	if e := a.rels.rels[rel.RelationID]; e != nil && sameRelation(e.rel, rel) {
 		return
 	}

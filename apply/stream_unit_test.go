@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/internal/spillfs"
 	"github.com/walapply/walapply/protocol"
 	pt "github.com/walapply/walapply/protocol/protocoltest"
 	"github.com/walapply/walapply/state"
@@ -83,20 +84,20 @@ func TestDefaultSpillDir(t *testing.T) {
 
 // spillApplier is an applier with streaming state over fsys, without a
 // target: enough for everything but Stream Commit.
-func spillApplier(t *testing.T, fsys state.FS) (*Applier, string) {
+func spillApplier(t *testing.T, fsys state.FS) (*applier, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "spill")
 	st, _, err := openStreamState(fsys, dir, "unit", "target")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Applier{log: zerolog.Nop(), machine: NewTxnMachine(), rels: NewRelationCache(false), stream: st}
+	a := &applier{log: zerolog.Nop(), machine: newTxnMachine(), rels: newRelationCache(false), stream: st}
 	return a, dir
 }
 
 // feed decodes raw pgoutput messages and hands them to the applier as the
 // run loop does, raw bytes included.
-func feed(t *testing.T, a *Applier, dec *protocol.Decoder, msgs ...[]byte) error {
+func feed(t *testing.T, a *applier, dec *protocol.Decoder, msgs ...[]byte) error {
 	t.Helper()
 	for _, raw := range msgs {
 		msg, err := dec.Decode(raw)
@@ -112,7 +113,7 @@ func feed(t *testing.T, a *Applier, dec *protocol.Decoder, msgs ...[]byte) error
 }
 
 // spilled returns the (subxid, message type) of every record of xid's file.
-func spilled(t *testing.T, a *Applier, xid uint32) []string {
+func spilled(t *testing.T, a *applier, xid uint32) []string {
 	t.Helper()
 	r, err := a.stream.dir.OpenReader(xid)
 	if err != nil {
@@ -237,14 +238,14 @@ func equalStrings(a, b []string) bool {
 func TestSpillWriteErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		inject func(f *state.FaultFS)
+		inject func(f *spillfs.FaultFS)
 		want   string
 	}{
-		{"enospc", func(f *state.FaultFS) { f.LimitSpace(1000) }, "no space left on device"},
-		{"eio", func(f *state.FaultFS) { f.FailWrites(syscall.EIO) }, "input/output error"},
+		{"enospc", func(f *spillfs.FaultFS) { f.LimitSpace(1000) }, "no space left on device"},
+		{"eio", func(f *spillfs.FaultFS) { f.FailWrites(syscall.EIO) }, "input/output error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fault := state.NewFaultFS(state.OSFS)
+			fault := spillfs.NewFaultFS(spillfs.OSFS)
 			a, _ := spillApplier(t, fault)
 			a.stream.dir.BufferSize = 512 // small, so that appends reach the disk
 			dec, _ := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 2})

@@ -11,8 +11,8 @@ import (
 // between transactions, never inside one or inside a stream block.
 func TestTxnMachineLonePrepare(t *testing.T) {
 	lone := &protocol.Prepare{PrepareLSN: 70, EndLSN: 80, Xid: 9, GID: "lock only"}
-	m := NewTxnMachine()
-	if ev, err := m.Step(lone); err != nil || ev != EvPrepare {
+	m := newTxnMachine()
+	if ev, err := m.Step(lone); err != nil || ev != evPrepare {
 		t.Fatalf("lone Prepare: %v, %v", ev, err)
 	}
 	if m.InTransaction() {
@@ -39,19 +39,19 @@ func TestTxnMachineLonePrepare(t *testing.T) {
 func TestTwoPhaseOutcomeFolding(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
-		prior Outcome
-		step  func(a *Applier)
-		want  Outcome
+		prior outcome
+		step  func(a *applier)
+		want  outcome
 	}{
-		{"applied alone", Outcome{}, func(a *Applier) { a.tpApplied(100, 0) }, Outcome{Applied: true, End: 100}},
-		{"applied after commits", Outcome{Applied: true, End: 50, Count: 3}, func(a *Applier) { a.tpApplied(100, 0) }, Outcome{Applied: true, End: 100, Count: 4}},
-		{"skipped alone", Outcome{}, func(a *Applier) { a.tpSkipped() }, Outcome{Skipped: true}},
-		{"skipped after commits", Outcome{Applied: true, End: 50, Count: 2}, func(a *Applier) { a.tpSkipped() }, Outcome{Applied: true, End: 50, Count: 3}},
-		{"ended alone", Outcome{}, func(a *Applier) { a.tpEnded() }, Outcome{Ended: true}},
-		{"ended after commits", Outcome{Applied: true, End: 50, Count: 1}, func(a *Applier) { a.tpEnded() }, Outcome{Applied: true, End: 50, Count: 2}},
+		{"applied alone", outcome{}, func(a *applier) { a.tpApplied(100, 0) }, outcome{Applied: true, End: 100}},
+		{"applied after commits", outcome{Applied: true, End: 50, Count: 3}, func(a *applier) { a.tpApplied(100, 0) }, outcome{Applied: true, End: 100, Count: 4}},
+		{"skipped alone", outcome{}, func(a *applier) { a.tpSkipped() }, outcome{Skipped: true}},
+		{"skipped after commits", outcome{Applied: true, End: 50, Count: 2}, func(a *applier) { a.tpSkipped() }, outcome{Applied: true, End: 50, Count: 3}},
+		{"ended alone", outcome{}, func(a *applier) { a.tpEnded() }, outcome{Ended: true}},
+		{"ended after commits", outcome{Applied: true, End: 50, Count: 1}, func(a *applier) { a.tpEnded() }, outcome{Applied: true, End: 50, Count: 2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &Applier{outcome: tt.prior}
+			a := &applier{outcome: tt.prior}
 			a.outcome.Began = true
 			tt.step(a)
 			tt.want.Began = true

@@ -12,37 +12,37 @@ import (
 // match its Begin, an Origin after changes, and so on (DESIGN.md invariant 6).
 var ErrProtocolOrder = errors.New("apply: protocol messages out of order")
 
-// Event is what the transaction state machine makes of one message: what
+// event is what the transaction state machine makes of one message: what
 // the applier has to do with it.
-type Event uint8
+type event uint8
 
 // Events, one per thing the applier does.
 const (
-	EvNone             Event = iota // nothing to do (e.g. a non-transactional logical message)
-	EvRelation                      // remember a relation's description
-	EvType                          // remember a type's description
-	EvOrigin                        // the transaction came from another origin
-	EvBegin                         // start applying a transaction
-	EvChange                        // apply a change inside the open transaction
-	EvCommit                        // commit the open transaction
-	EvBeginPrepare                  // start a transaction that will be prepared
-	EvPrepare                       // prepare the open transaction
-	EvCommitPrepared                // COMMIT PREPARED
-	EvRollbackPrepared              // ROLLBACK PREPARED
-	EvStreamStart                   // a stream block opens (FirstSegment: a new streamed transaction)
-	EvStreamStop                    // the stream block closes
-	EvStreamChange                  // a change (or Relation/Type/Message) inside a stream block: spill it
-	EvStreamCommit                  // replay and commit a streamed transaction
-	EvStreamAbort                   // discard a streamed transaction or one of its subtransactions
-	EvStreamPrepare                 // replay and prepare a streamed transaction
-	EvMessage                       // a transactional logical message inside a transaction
+	evNone             event = iota // nothing to do (e.g. a non-transactional logical message)
+	evRelation                      // remember a relation's description
+	evType                          // remember a type's description
+	evOrigin                        // the transaction came from another origin
+	evBegin                         // start applying a transaction
+	evChange                        // apply a change inside the open transaction
+	evCommit                        // commit the open transaction
+	evBeginPrepare                  // start a transaction that will be prepared
+	evPrepare                       // prepare the open transaction
+	evCommitPrepared                // COMMIT PREPARED
+	evRollbackPrepared              // ROLLBACK PREPARED
+	evStreamStart                   // a stream block opens (FirstSegment: a new streamed transaction)
+	evStreamStop                    // the stream block closes
+	evStreamChange                  // a change (or Relation/Type/Message) inside a stream block: spill it
+	evStreamCommit                  // replay and commit a streamed transaction
+	evStreamAbort                   // discard a streamed transaction or one of its subtransactions
+	evStreamPrepare                 // replay and prepare a streamed transaction
+	evMessage                       // a transactional logical message inside a transaction
 )
 
 var eventNames = [...]string{"none", "relation", "type", "origin", "begin", "change", "commit",
 	"begin-prepare", "prepare", "commit-prepared", "rollback-prepared", "stream-start",
 	"stream-stop", "stream-change", "stream-commit", "stream-abort", "stream-prepare", "message"}
 
-func (e Event) String() string {
+func (e event) String() string {
 	if int(e) < len(eventNames) {
 		return eventNames[e]
 	}
@@ -57,7 +57,7 @@ const (
 	stateInPrepare          // between Begin Prepare and Prepare
 )
 
-// TxnMachine checks the framing of the message stream and says what each
+// txnMachine checks the framing of the message stream and says what each
 // message means for the applier. It is pure: no I/O, no target, so the
 // rules are tested by feeding it transcripts. It keeps
 //
@@ -69,7 +69,7 @@ const (
 //
 // Relation and Type messages are accepted anywhere: pgoutput sends them just
 // before the first change that needs them.
-type TxnMachine struct {
+type txnMachine struct {
 	state      txnState
 	finalLSN   protocol.LSN
 	xid        uint32
@@ -82,73 +82,73 @@ type TxnMachine struct {
 	streams     map[uint32]struct{}
 }
 
-// NewTxnMachine returns a machine in the idle state.
-func NewTxnMachine() *TxnMachine {
-	return &TxnMachine{streams: map[uint32]struct{}{}}
+// newTxnMachine returns a machine in the idle state.
+func newTxnMachine() *txnMachine {
+	return &txnMachine{streams: map[uint32]struct{}{}}
 }
 
 // Reset forgets everything, as after a reconnect: the source resends every
 // transaction that was not confirmed, streamed ones from their first segment.
-func (m *TxnMachine) Reset() {
-	*m = TxnMachine{streams: map[uint32]struct{}{}}
+func (m *txnMachine) Reset() {
+	*m = txnMachine{streams: map[uint32]struct{}{}}
 }
 
 // InTransaction reports whether an ordinary or to-be-prepared transaction is
 // open.
-func (m *TxnMachine) InTransaction() bool { return m.state != stateNoTxn }
+func (m *txnMachine) InTransaction() bool { return m.state != stateNoTxn }
 
 // InStreamBlock reports whether a stream block is open.
-func (m *TxnMachine) InStreamBlock() bool { return m.inBlock }
+func (m *txnMachine) InStreamBlock() bool { return m.inBlock }
 
 // OpenStreams is the number of streamed transactions begun and not ended.
-func (m *TxnMachine) OpenStreams() int { return len(m.streams) }
+func (m *txnMachine) OpenStreams() int { return len(m.streams) }
 
 func orderError(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrProtocolOrder}, args...)...)
 }
 
 // Step feeds one decoded message and returns what it means.
-func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
+func (m *txnMachine) Step(msg protocol.Message) (event, error) {
 	switch msg := msg.(type) {
 	case *protocol.Relation:
 		if m.inBlock {
-			return EvStreamChange, nil
+			return evStreamChange, nil
 		}
-		return EvRelation, nil
+		return evRelation, nil
 	case *protocol.TypeMessage:
 		if m.inBlock {
-			return EvStreamChange, nil
+			return evStreamChange, nil
 		}
-		return EvType, nil
+		return evType, nil
 	case *protocol.Origin:
 		return m.stepOrigin()
 	case *protocol.LogicalMessage:
 		if m.inBlock {
-			return EvStreamChange, nil
+			return evStreamChange, nil
 		}
 		if !msg.Transactional() {
-			return EvNone, nil
+			return evNone, nil
 		}
 		if m.state == stateNoTxn {
 			return 0, orderError("transactional logical message outside a transaction")
 		}
-		return EvMessage, nil
+		return evMessage, nil
 	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
 		if m.inBlock {
 			m.blockChange = true
-			return EvStreamChange, nil
+			return evStreamChange, nil
 		}
 		if m.state == stateNoTxn {
 			return 0, orderError("%s outside a transaction", msg.Type())
 		}
 		m.hadChanges = true
-		return EvChange, nil
+		return evChange, nil
 	case *protocol.Begin:
 		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		m.state, m.finalLSN, m.xid, m.hadChanges = stateInTxn, msg.FinalLSN, msg.Xid, false
-		return EvBegin, nil
+		return evBegin, nil
 	case *protocol.Commit:
 		if m.state != stateInTxn || m.inBlock {
 			return 0, orderError("Commit at %s without a Begin", msg.CommitLSN)
@@ -157,19 +157,19 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 			return 0, orderError("Commit LSN %s does not match its Begin's final LSN %s (xid %d)", msg.CommitLSN, m.finalLSN, m.xid)
 		}
 		m.state = stateNoTxn
-		return EvCommit, nil
+		return evCommit, nil
 	case *protocol.BeginPrepare:
 		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
 		m.state, m.finalLSN, m.xid, m.hadChanges = stateInPrepare, msg.PrepareLSN, msg.Xid, false
-		return EvBeginPrepare, nil
+		return evBeginPrepare, nil
 	case *protocol.Prepare:
 		if m.state == stateNoTxn && !m.inBlock {
 			// PostgreSQL 18 sends a Prepare alone, without Begin Prepare,
 			// for a prepared transaction with nothing to decode (one that
 			// only locked rows, say): an empty prepared transaction.
-			return EvPrepare, nil
+			return evPrepare, nil
 		}
 		if m.state != stateInPrepare || m.inBlock {
 			return 0, orderError("Prepare of GID %q without a Begin Prepare", msg.GID)
@@ -178,17 +178,17 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 			return 0, orderError("Prepare (LSN %s, xid %d) does not match its Begin Prepare (LSN %s, xid %d)", msg.PrepareLSN, msg.Xid, m.finalLSN, m.xid)
 		}
 		m.state = stateNoTxn
-		return EvPrepare, nil
+		return evPrepare, nil
 	case *protocol.CommitPrepared:
 		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
-		return EvCommitPrepared, nil
+		return evCommitPrepared, nil
 	case *protocol.RollbackPrepared:
 		if err := m.needNoTxn(msg.Type()); err != nil {
 			return 0, err
 		}
-		return EvRollbackPrepared, nil
+		return evRollbackPrepared, nil
 	case *protocol.StreamStart:
 		if m.inBlock {
 			return 0, orderError("Stream Start for xid %d inside the stream block of xid %d", msg.Xid, m.blockXid)
@@ -205,23 +205,23 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		}
 		m.streams[msg.Xid] = struct{}{}
 		m.inBlock, m.blockXid, m.blockFirst, m.blockChange = true, msg.Xid, msg.FirstSegment, false
-		return EvStreamStart, nil
+		return evStreamStart, nil
 	case *protocol.StreamStop:
 		if !m.inBlock {
 			return 0, orderError("Stream Stop without Stream Start")
 		}
 		m.inBlock = false
-		return EvStreamStop, nil
+		return evStreamStop, nil
 	case *protocol.StreamCommit:
 		if err := m.endStream(msg.Type(), msg.Xid); err != nil {
 			return 0, err
 		}
-		return EvStreamCommit, nil
+		return evStreamCommit, nil
 	case *protocol.StreamPrepare:
 		if err := m.endStream(msg.Type(), msg.Xid); err != nil {
 			return 0, err
 		}
-		return EvStreamPrepare, nil
+		return evStreamPrepare, nil
 	case *protocol.StreamAbort:
 		if m.inBlock {
 			return 0, orderError("Stream Abort for xid %d inside a stream block", msg.Xid)
@@ -229,22 +229,22 @@ func (m *TxnMachine) Step(msg protocol.Message) (Event, error) {
 		if _, open := m.streams[msg.Xid]; !open {
 			// Nothing of it was ever received in this session (PostgreSQL's
 			// worker ignores such aborts as well).
-			return EvNone, nil
+			return evNone, nil
 		}
 		if msg.Toplevel() {
 			delete(m.streams, msg.Xid)
 		}
-		return EvStreamAbort, nil
+		return evStreamAbort, nil
 	}
 	return 0, orderError("unexpected message %s", msg.Type())
 }
 
-func (m *TxnMachine) stepOrigin() (Event, error) {
+func (m *txnMachine) stepOrigin() (event, error) {
 	if m.inBlock {
 		if !m.blockFirst || m.blockChange {
 			return 0, orderError("Origin message inside a stream block after changes")
 		}
-		return EvOrigin, nil
+		return evOrigin, nil
 	}
 	if m.state == stateNoTxn {
 		return 0, orderError("Origin message outside a transaction")
@@ -252,10 +252,10 @@ func (m *TxnMachine) stepOrigin() (Event, error) {
 	if m.hadChanges {
 		return 0, orderError("Origin message after changes in transaction %d", m.xid)
 	}
-	return EvOrigin, nil
+	return evOrigin, nil
 }
 
-func (m *TxnMachine) needNoTxn(t protocol.MessageType) error {
+func (m *txnMachine) needNoTxn(t protocol.MessageType) error {
 	if m.inBlock {
 		return orderError("%s inside the stream block of xid %d", t, m.blockXid)
 	}
@@ -265,7 +265,7 @@ func (m *TxnMachine) needNoTxn(t protocol.MessageType) error {
 	return nil
 }
 
-func (m *TxnMachine) endStream(t protocol.MessageType, xid uint32) error {
+func (m *txnMachine) endStream(t protocol.MessageType, xid uint32) error {
 	if err := m.needNoTxn(t); err != nil {
 		return err
 	}

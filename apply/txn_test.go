@@ -11,13 +11,13 @@ import (
 // the machine must make of it.
 type step struct {
 	msg     protocol.Message
-	want    Event
+	want    event
 	wantErr bool
 }
 
 func runTranscript(t *testing.T, name string, steps []step) {
 	t.Helper()
-	m := NewTxnMachine()
+	m := newTxnMachine()
 	for i, s := range steps {
 		ev, err := m.Step(s.msg)
 		if s.wantErr {
@@ -50,51 +50,51 @@ func TestTxnMachineTranscripts(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"ordinary transaction", []step{{begin, EvBegin, false}, {&protocol.Origin{Name: "o"}, EvOrigin, false},
-			{rel, EvRelation, false}, {ins, EvChange, false}, {&protocol.Update{}, EvChange, false},
-			{&protocol.Delete{}, EvChange, false}, {&protocol.Truncate{}, EvChange, false}, {commit, EvCommit, false}}},
-		{"relation and non-transactional message outside", []step{{rel, EvRelation, false},
-			{&protocol.LogicalMessage{}, EvNone, false}, {&protocol.TypeMessage{}, EvType, false}}},
-		{"transactional message inside", []step{{begin, EvBegin, false}, {&protocol.LogicalMessage{Flags: 1}, EvMessage, false}, {commit, EvCommit, false}}},
+		{"ordinary transaction", []step{{begin, evBegin, false}, {&protocol.Origin{Name: "o"}, evOrigin, false},
+			{rel, evRelation, false}, {ins, evChange, false}, {&protocol.Update{}, evChange, false},
+			{&protocol.Delete{}, evChange, false}, {&protocol.Truncate{}, evChange, false}, {commit, evCommit, false}}},
+		{"relation and non-transactional message outside", []step{{rel, evRelation, false},
+			{&protocol.LogicalMessage{}, evNone, false}, {&protocol.TypeMessage{}, evType, false}}},
+		{"transactional message inside", []step{{begin, evBegin, false}, {&protocol.LogicalMessage{Flags: 1}, evMessage, false}, {commit, evCommit, false}}},
 		{"transactional message outside", []step{{&protocol.LogicalMessage{Flags: 1}, 0, true}}},
 		{"DML outside a transaction", []step{{ins, 0, true}}},
 		{"commit without begin", []step{{commit, 0, true}}},
-		{"begin inside begin", []step{{begin, EvBegin, false}, {begin, 0, true}}},
-		{"commit LSN mismatch", []step{{begin, EvBegin, false}, {&protocol.Commit{CommitLSN: 99, EndLSN: 120}, 0, true}}},
-		{"origin after changes", []step{{begin, EvBegin, false}, {ins, EvChange, false}, {&protocol.Origin{}, 0, true}}},
+		{"begin inside begin", []step{{begin, evBegin, false}, {begin, 0, true}}},
+		{"commit LSN mismatch", []step{{begin, evBegin, false}, {&protocol.Commit{CommitLSN: 99, EndLSN: 120}, 0, true}}},
+		{"origin after changes", []step{{begin, evBegin, false}, {ins, evChange, false}, {&protocol.Origin{}, 0, true}}},
 		{"origin outside", []step{{&protocol.Origin{}, 0, true}}},
 		{"stream interleaved with a transaction", []step{
-			{ss(5, true), EvStreamStart, false}, {&protocol.Origin{}, EvOrigin, false}, {rel, EvStreamChange, false},
-			{ins, EvStreamChange, false}, {stop, EvStreamStop, false},
-			{begin, EvBegin, false}, {ins, EvChange, false}, {commit, EvCommit, false},
-			{ss(6, true), EvStreamStart, false}, {ins, EvStreamChange, false}, {stop, EvStreamStop, false},
-			{ss(5, false), EvStreamStart, false}, {ins, EvStreamChange, false}, {stop, EvStreamStop, false},
-			{&protocol.StreamAbort{Xid: 5, SubXid: 9}, EvStreamAbort, false},
-			{&protocol.StreamCommit{Xid: 5}, EvStreamCommit, false},
-			{&protocol.StreamAbort{Xid: 6, SubXid: 6}, EvStreamAbort, false},
-			{&protocol.StreamAbort{Xid: 6, SubXid: 6}, EvNone, false}, // already gone
+			{ss(5, true), evStreamStart, false}, {&protocol.Origin{}, evOrigin, false}, {rel, evStreamChange, false},
+			{ins, evStreamChange, false}, {stop, evStreamStop, false},
+			{begin, evBegin, false}, {ins, evChange, false}, {commit, evCommit, false},
+			{ss(6, true), evStreamStart, false}, {ins, evStreamChange, false}, {stop, evStreamStop, false},
+			{ss(5, false), evStreamStart, false}, {ins, evStreamChange, false}, {stop, evStreamStop, false},
+			{&protocol.StreamAbort{Xid: 5, SubXid: 9}, evStreamAbort, false},
+			{&protocol.StreamCommit{Xid: 5}, evStreamCommit, false},
+			{&protocol.StreamAbort{Xid: 6, SubXid: 6}, evStreamAbort, false},
+			{&protocol.StreamAbort{Xid: 6, SubXid: 6}, evNone, false}, // already gone
 		}},
 		{"stream stop without start", []step{{stop, 0, true}}},
-		{"nested stream start", []step{{ss(5, true), EvStreamStart, false}, {ss(6, true), 0, true}}},
-		{"first segment twice", []step{{ss(5, true), EvStreamStart, false}, {stop, EvStreamStop, false}, {ss(5, true), 0, true}}},
+		{"nested stream start", []step{{ss(5, true), evStreamStart, false}, {ss(6, true), 0, true}}},
+		{"first segment twice", []step{{ss(5, true), evStreamStart, false}, {stop, evStreamStop, false}, {ss(5, true), 0, true}}},
 		{"continuation without first", []step{{ss(5, false), 0, true}}},
-		{"stream commit inside block", []step{{ss(5, true), EvStreamStart, false}, {&protocol.StreamCommit{Xid: 5}, 0, true}}},
+		{"stream commit inside block", []step{{ss(5, true), evStreamStart, false}, {&protocol.StreamCommit{Xid: 5}, 0, true}}},
 		{"stream commit unknown xid", []step{{&protocol.StreamCommit{Xid: 5}, 0, true}}},
-		{"begin inside block", []step{{ss(5, true), EvStreamStart, false}, {begin, 0, true}}},
-		{"origin in later segment", []step{{ss(5, true), EvStreamStart, false}, {stop, EvStreamStop, false},
-			{ss(5, false), EvStreamStart, false}, {&protocol.Origin{}, 0, true}}},
+		{"begin inside block", []step{{ss(5, true), evStreamStart, false}, {begin, 0, true}}},
+		{"origin in later segment", []step{{ss(5, true), evStreamStart, false}, {stop, evStreamStop, false},
+			{ss(5, false), evStreamStart, false}, {&protocol.Origin{}, 0, true}}},
 		{"two-phase", []step{
-			{&protocol.BeginPrepare{PrepareLSN: 50, Xid: 3, GID: "g"}, EvBeginPrepare, false}, {ins, EvChange, false},
-			{&protocol.Prepare{PrepareLSN: 50, Xid: 3, GID: "g"}, EvPrepare, false},
-			{&protocol.CommitPrepared{Xid: 3, GID: "g"}, EvCommitPrepared, false},
-			{&protocol.RollbackPrepared{Xid: 4, GID: "h"}, EvRollbackPrepared, false},
-			{ss(8, true), EvStreamStart, false}, {stop, EvStreamStop, false},
-			{&protocol.StreamPrepare{Xid: 8}, EvStreamPrepare, false},
+			{&protocol.BeginPrepare{PrepareLSN: 50, Xid: 3, GID: "g"}, evBeginPrepare, false}, {ins, evChange, false},
+			{&protocol.Prepare{PrepareLSN: 50, Xid: 3, GID: "g"}, evPrepare, false},
+			{&protocol.CommitPrepared{Xid: 3, GID: "g"}, evCommitPrepared, false},
+			{&protocol.RollbackPrepared{Xid: 4, GID: "h"}, evRollbackPrepared, false},
+			{ss(8, true), evStreamStart, false}, {stop, evStreamStop, false},
+			{&protocol.StreamPrepare{Xid: 8}, evStreamPrepare, false},
 		}},
-		{"prepare mismatch", []step{{&protocol.BeginPrepare{PrepareLSN: 50, Xid: 3}, EvBeginPrepare, false},
+		{"prepare mismatch", []step{{&protocol.BeginPrepare{PrepareLSN: 50, Xid: 3}, evBeginPrepare, false},
 			{&protocol.Prepare{PrepareLSN: 51, Xid: 3}, 0, true}}},
-		{"commit prepared inside a transaction", []step{{begin, EvBegin, false}, {&protocol.CommitPrepared{}, 0, true}}},
-		{"stream start inside a transaction", []step{{begin, EvBegin, false}, {ss(5, true), 0, true}}},
+		{"commit prepared inside a transaction", []step{{begin, evBegin, false}, {&protocol.CommitPrepared{}, 0, true}}},
+		{"stream start inside a transaction", []step{{begin, evBegin, false}, {ss(5, true), 0, true}}},
 	}
 	for _, tc := range tests {
 		runTranscript(t, tc.name, tc.steps)
@@ -102,7 +102,7 @@ func TestTxnMachineTranscripts(t *testing.T) {
 }
 
 func TestTxnMachineReset(t *testing.T) {
-	m := NewTxnMachine()
+	m := newTxnMachine()
 	if _, err := m.Step(&protocol.StreamStart{Xid: 5, FirstSegment: true}); err != nil {
 		t.Fatal(err)
 	}

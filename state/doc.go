@@ -16,7 +16,7 @@
 //
 // XactSetupSQL sets session variables (the origin LSN and timestamp) that
 // stay set after the transaction ends, until the next XactSetupSQL or
-// XactResetSQL. From PostgreSQL 16 on, the abort of any transaction that has
+// xactResetSQL. From PostgreSQL 16 on, the abort of any transaction that has
 // an xid records them as well and advances the origin, as a commit does
 // (checked on 15 to 18 by TestOriginAbortAdvances; 15 advances only on
 // commit and prepare). So on 16 and later:
@@ -37,7 +37,7 @@
 //
 // An applier therefore runs XactSetupSQL as the last statement before COMMIT
 // or PREPARE TRANSACTION, after SET CONSTRAINTS ALL IMMEDIATE, so that no
-// statement of its own can fail after it; runs XactResetSQL before a
+// statement of its own can fail after it; runs xactResetSQL before a
 // deliberate ROLLBACK; and after any failure once XactSetupSQL has run (a
 // failed COMMIT, PREPARE TRANSACTION or COMMIT PREPARED, a lost connection),
 // treats the origin's progress as unreliable: it resets the session
@@ -105,6 +105,6 @@
 // # Filesystem
 //
 // Files are reached through the small FS interface; OSFS is the real one and
-// FaultFS wraps any FS to inject ENOSPC, short writes and failed syncs in
-// tests, in the style of pebble's vfs.
+// internal/spillfs.FaultFS wraps any FS to inject ENOSPC, short writes and
+// failed syncs in tests, in the style of pebble's vfs.
 package state

@@ -27,9 +27,9 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// OriginNamePrefix starts the name of every origin walapply creates, so that
+// originNamePrefix starts the name of every origin walapply creates, so that
 // an operator can tell them from a subscription's pg_<oid> origins.
-const OriginNamePrefix = "walapply_"
+const originNamePrefix = "walapply_"
 
 // MaxOriginNameLen bounds origin names to the length of an identifier
 // (NAMEDATALEN - 1). PostgreSQL stores origin names as text and would take
@@ -38,7 +38,7 @@ const OriginNamePrefix = "walapply_"
 const MaxOriginNameLen = 63
 
 // OriginName returns the name of applier's replication origin:
-// OriginNamePrefix followed by the applier's name. The name must be non-empty
+// originNamePrefix followed by the applier's name. The name must be non-empty
 // UTF-8 without control characters, and the whole origin name at most
 // MaxOriginNameLen bytes.
 func OriginName(applier string) (string, error) {
@@ -53,10 +53,10 @@ func OriginName(applier string) (string, error) {
 			return "", fmt.Errorf("state: applier name %q contains a control character", applier)
 		}
 	}
-	name := OriginNamePrefix + applier
+	name := originNamePrefix + applier
 	if len(name) > MaxOriginNameLen {
 		return "", fmt.Errorf("state: applier name %q is too long: its origin name %q has %d bytes, at most %d are allowed (the applier name at most %d)",
-			applier, name, len(name), MaxOriginNameLen, MaxOriginNameLen-len(OriginNamePrefix))
+			applier, name, len(name), MaxOriginNameLen, MaxOriginNameLen-len(originNamePrefix))
 	}
 	return name, nil
 }

@@ -121,7 +121,7 @@ func TestOrigin(t *testing.T) {
 		if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 			t.Fatal(err)
 		}
-		if err := XactSetup(ctx, tx, 0x1_0000_1000, commitTime); err != nil {
+		if err := xactSetup(ctx, tx, 0x1_0000_1000, commitTime); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -159,14 +159,14 @@ func TestOrigin(t *testing.T) {
 		if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (3)"); err != nil {
 			t.Fatal(err)
 		}
-		if err := XactSetup(ctx, tx, 0x1_0000_3000, commitTime); err != nil {
+		if err := xactSetup(ctx, tx, 0x1_0000_3000, commitTime); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, "PREPARE TRANSACTION 'origin_test'"); err != nil {
 			t.Fatal(err)
 		}
 		wantProgress(t, conn, name, 0x1_0000_3000)
-		if err := XactSetup(ctx, conn, 0x1_0000_3100, commitTime); err != nil {
+		if err := xactSetup(ctx, conn, 0x1_0000_3100, commitTime); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := conn.Exec(ctx, "COMMIT PREPARED 'origin_test'"); err != nil {
@@ -262,7 +262,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 			if _, err := tx.Exec(ctx, "INSERT INTO t VALUES ($1)", v); err != nil {
 				t.Fatal(err)
 			}
-			if err := XactSetup(ctx, tx, end, time.Now()); err != nil {
+			if err := xactSetup(ctx, tx, end, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if reset {
@@ -303,9 +303,9 @@ func TestOriginAbortAdvances(t *testing.T) {
 			t.Fatalf("after RewindOrigin with setup the session's origin is set up: %v, %v", setUp, err)
 		}
 
-		// The session variables outlive the transaction: XactSetup in a
+		// The session variables outlive the transaction: xactSetup in a
 		// transaction without an xid writes no record, and a later abort
-		// without XactSetup uses the position still set (on 16 and later),
+		// without xactSetup uses the position still set (on 16 and later),
 		// unless XactReset cleared it.
 		abortWithoutSetup := func(v int) {
 			t.Helper()
@@ -320,7 +320,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := XactSetup(ctx, conn, 0x5000, time.Now()); err != nil {
+		if err := xactSetup(ctx, conn, 0x5000, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		abortWithoutSetup(5)
@@ -337,7 +337,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 			}
 		}
 		wantProgress(t, conn, name, 0x1000)
-		if err := XactSetup(ctx, conn, 0x6000, time.Now()); err != nil {
+		if err := xactSetup(ctx, conn, 0x6000, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if err := XactReset(ctx, conn); err != nil {
@@ -350,9 +350,9 @@ func TestOriginAbortAdvances(t *testing.T) {
 			t.Fatalf("rows in t: %d, %v; want 1", rows, err)
 		}
 
-		// A COMMIT that fails on a deferred constraint after XactSetup
+		// A COMMIT that fails on a deferred constraint after xactSetup
 		// advances the origin on 16 and later; SET CONSTRAINTS ALL
-		// IMMEDIATE before XactSetup makes the same failure happen first.
+		// IMMEDIATE before xactSetup makes the same failure happen first.
 		if _, err := conn.Exec(ctx, "CREATE TABLE d (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)"); err != nil {
 			t.Fatal(err)
 		}
@@ -370,9 +370,9 @@ func TestOriginAbortAdvances(t *testing.T) {
 				if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err == nil {
 					t.Fatal("SET CONSTRAINTS ALL IMMEDIATE passed a duplicate")
 				}
-				return // XactSetup is never reached
+				return // xactSetup is never reached
 			}
-			if err := XactSetup(ctx, tx, end, time.Now()); err != nil {
+			if err := xactSetup(ctx, tx, end, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(ctx); err == nil {
@@ -397,7 +397,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 			t.Fatalf("after RewindOrigin without setup the session's origin is set up: %v, %v", setUp, err)
 		}
 
-		// A session that disconnects inside a transaction after XactSetup:
+		// A session that disconnects inside a transaction after xactSetup:
 		// its abort at exit advances the origin on 16 and later.
 		gone := connect(t, c)
 		var pid uint32
@@ -412,7 +412,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := XactSetup(ctx, gone, 0x9000, time.Now()); err != nil {
+		if err := xactSetup(ctx, gone, 0x9000, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		gone.Close(ctx)
@@ -432,7 +432,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 			wantProgress(t, conn, name, 0x1000)
 		}
 
-		// On every version, a commit without XactSetup records the
+		// On every version, a commit without xactSetup records the
 		// position still set on the session.
 		if err := AdvanceOrigin(ctx, conn, name, 0x1000); err != nil {
 			t.Fatal(err)
@@ -440,7 +440,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 		if err := SessionSetup(ctx, conn, name); err != nil {
 			t.Fatal(err)
 		}
-		if err := XactSetup(ctx, conn, 0xa000, time.Now()); err != nil {
+		if err := xactSetup(ctx, conn, 0xa000, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := conn.Exec(ctx, "INSERT INTO t VALUES (10)"); err != nil {

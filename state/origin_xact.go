@@ -41,37 +41,37 @@ const XactSetupUnlessPreparedSQL = XactSetupSQL + `
 const XactSetupIfPreparedSQL = XactSetupSQL + `
 	FROM pg_catalog.pg_prepared_xacts WHERE gid = $3`
 
-// XactResetSQL undoes XactSetupSQL on the session. It must run before a
+// xactResetSQL undoes XactSetupSQL on the session. It must run before a
 // transaction that ran XactSetupSQL is rolled back on purpose, and on a
 // session whose transaction failed after XactSetupSQL, before that session
 // runs anything else; see "Aborts advance the origin" in the package
 // documentation.
-const XactResetSQL = "SELECT pg_catalog.pg_replication_origin_xact_reset()"
+const xactResetSQL = "SELECT pg_catalog.pg_replication_origin_xact_reset()"
 
 // xactTimeLayout is the text form of XactSetupSQL's $2 (a timestamptz
 // PostgreSQL reads whatever its DateStyle).
 const xactTimeLayout = "2006-01-02 15:04:05.999999Z07:00"
 
 // AppendXactSetupArgs appends the text-format parameters $1 and $2 of the
-// XactSetup statements to dst: the source transaction's end LSN and its
+// XactSetup*SQL statements to dst: the source transaction's end LSN and its
 // commit (or prepare) time.
 func AppendXactSetupArgs(dst [][]byte, end protocol.LSN, commitTime time.Time) [][]byte {
 	return append(dst, []byte(end.String()), []byte(commitTime.Format(xactTimeLayout)))
 }
 
-// XactSetup runs XactSetupSQL: the current transaction's commit will advance
+// xactSetup runs XactSetupSQL: the current transaction's commit will advance
 // the session's origin to end, the source transaction's end LSN, with commit
 // time commitTime.
-func XactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
+func xactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
 	if _, err := q.Exec(ctx, XactSetupSQL, end.String(), commitTime); err != nil {
 		return fmt.Errorf("state: setting up the replication origin for the transaction ending at %s: %w", end, err)
 	}
 	return nil
 }
 
-// XactReset runs XactResetSQL.
+// XactReset runs xactResetSQL.
 func XactReset(ctx context.Context, q Querier) error {
-	if _, err := q.Exec(ctx, XactResetSQL); err != nil {
+	if _, err := q.Exec(ctx, xactResetSQL); err != nil {
 		return fmt.Errorf("state: resetting the transaction's replication origin: %w", err)
 	}
 	return nil

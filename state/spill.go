@@ -10,9 +10,9 @@ import (
 	"sync"
 )
 
-// DefaultSpillBufferSize is the write buffer of each open spill file and the
+// defaultSpillBufferSize is the write buffer of each open spill file and the
 // read buffer of a SpillReader.
-const DefaultSpillBufferSize = 64 << 10
+const defaultSpillBufferSize = 64 << 10
 
 // SpillDir is the directory of one applier's spill files for one target,
 // one file per streamed top-level transaction (xid). It must not be shared
@@ -28,7 +28,7 @@ type SpillDir struct {
 	target  string // the target database applier applies to (spill_owner.go)
 
 	// BufferSize is the write buffer of each file created or opened after it
-	// is set; DefaultSpillBufferSize if <= 0.
+	// is set; defaultSpillBufferSize if <= 0.
 	BufferSize int
 
 	mu    sync.Mutex
@@ -149,7 +149,7 @@ func (d *SpillDir) Path(xid uint32) string {
 
 func (d *SpillDir) bufferSize() int {
 	if d.BufferSize <= 0 {
-		return DefaultSpillBufferSize
+		return defaultSpillBufferSize
 	}
 	return d.BufferSize
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/walapply/walapply/internal/spillfs"
 )
 
 // fileSize returns the size of the file on disk.
@@ -35,20 +37,20 @@ func TestSpillWriteFaults(t *testing.T) {
 	}
 	faults := []struct {
 		name   string
-		inject func(f *FaultFS, budget int64)
+		inject func(f *spillfs.FaultFS, budget int64)
 		want   error
 	}{
-		{"ENOSPC after budget", func(f *FaultFS, b int64) { f.LimitSpace(b) }, syscall.ENOSPC},
-		{"write error", func(f *FaultFS, _ int64) { f.FailWrites(syscall.EIO) }, syscall.EIO},
-		{"short write with error", func(f *FaultFS, b int64) { f.ShortWrite(int(b%7), syscall.EFBIG) }, syscall.EFBIG},
-		{"short write without error", func(f *FaultFS, b int64) { f.ShortWrite(int(b%7), nil) }, io.ErrShortWrite},
+		{"ENOSPC after budget", func(f *spillfs.FaultFS, b int64) { f.LimitSpace(b) }, syscall.ENOSPC},
+		{"write error", func(f *spillfs.FaultFS, _ int64) { f.FailWrites(syscall.EIO) }, syscall.EIO},
+		{"short write with error", func(f *spillfs.FaultFS, b int64) { f.ShortWrite(int(b%7), syscall.EFBIG) }, syscall.EFBIG},
+		{"short write without error", func(f *spillfs.FaultFS, b int64) { f.ShortWrite(int(b%7), nil) }, io.ErrShortWrite},
 	}
 	for _, fault := range faults {
 		// Fail at each append in turn, with various amounts written first.
 		for failAt := range recs {
 			for _, budget := range []int64{0, 5, 13, 60} {
 				t.Run(fmt.Sprintf("%s/append%d/budget%d", fault.name, failAt, budget), func(t *testing.T) {
-					ffs := NewFaultFS(OSFS)
+					ffs := spillfs.NewFaultFS(OSFS)
 					d := openTestDir(t, ffs, 128)
 					f, err := d.Create(1)
 					if err != nil {
@@ -105,7 +107,7 @@ func TestSpillWriteFaults(t *testing.T) {
 }
 
 func TestSpillSyncFault(t *testing.T) {
-	ffs := NewFaultFS(OSFS)
+	ffs := spillfs.NewFaultFS(OSFS)
 	d := openTestDir(t, ffs, 0)
 	f, err := d.Create(5)
 	if err != nil {

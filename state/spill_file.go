@@ -77,8 +77,8 @@ func (s *SpillFile) Append(subxid uint32, msg []byte) error {
 	if subxid == 0 {
 		return fmt.Errorf("state: appending to spill file %s: subxid 0 is not a valid transaction id", s.path)
 	}
-	if len(msg) > MaxSpillRecord {
-		return fmt.Errorf("state: appending to spill file %s: message of %d bytes exceeds %d", s.path, len(msg), MaxSpillRecord)
+	if len(msg) > maxSpillRecord {
+		return fmt.Errorf("state: appending to spill file %s: message of %d bytes exceeds %d", s.path, len(msg), maxSpillRecord)
 	}
 	recLen := spillRecordHeader + len(msg)
 	if len(s.buf) > 0 && len(s.buf)+recLen > cap(s.buf) {

@@ -25,8 +25,8 @@ var (
 
 const (
 	spillMagic = "WALSPILL"
-	// SpillFormatVersion is the on-disk format version written in headers.
-	SpillFormatVersion = 1
+	// spillFormatVersion is the on-disk format version written in headers.
+	spillFormatVersion = 1
 
 	// spillHeaderFixed is the header size without the applier name.
 	spillHeaderFixed = 8 + 2 + 2 + 4 + 2 + 4
@@ -34,10 +34,10 @@ const (
 	// subxid.
 	spillRecordHeader = 4 + 4 + 1 + 4
 
-	// MaxSpillRecord bounds a record's payload. PostgreSQL cannot send a
+	// maxSpillRecord bounds a record's payload. PostgreSQL cannot send a
 	// message of 1 GiB or more; a longer length read from a file is a corrupt
 	// file, not a reason to allocate it.
-	MaxSpillRecord = 1<<30 - 1
+	maxSpillRecord = 1<<30 - 1
 
 	// maxApplierNameLen bounds the name in a header (uint16 length field).
 	maxApplierNameLen = 1<<16 - 1
@@ -54,7 +54,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 func appendSpillHeader(dst []byte, applier string, xid uint32) []byte {
 	start := len(dst)
 	dst = append(dst, spillMagic...)
-	dst = binary.LittleEndian.AppendUint16(dst, SpillFormatVersion)
+	dst = binary.LittleEndian.AppendUint16(dst, spillFormatVersion)
 	dst = binary.LittleEndian.AppendUint16(dst, 0)
 	dst = binary.LittleEndian.AppendUint32(dst, xid)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(applier)))

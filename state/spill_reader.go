@@ -37,7 +37,7 @@ type spillHeader struct {
 // boundary reads as complete; SpillDir.OpenReader also checks the size the
 // writer left.
 func NewSpillReader(r io.Reader, name, applier string, xid uint32) (*SpillReader, error) {
-	return newSpillReader(r, name, applier, xid, -1, DefaultSpillBufferSize)
+	return newSpillReader(r, name, applier, xid, -1, defaultSpillBufferSize)
 }
 
 func newSpillReader(r io.Reader, name, applier string, xid uint32, end int64, bufSize int) (*SpillReader, error) {
@@ -68,8 +68,8 @@ func readSpillHeader(r io.Reader, name string) (spillHeader, error) {
 	if string(fixed[:8]) != spillMagic {
 		return spillHeader{}, fmt.Errorf("%w: %s: not a spill file (bad magic %q)", ErrSpillCorrupt, name, fixed[:8])
 	}
-	if v := binary.LittleEndian.Uint16(fixed[8:]); v != SpillFormatVersion {
-		return spillHeader{}, fmt.Errorf("%w: %s: format version %d, this build reads version %d", ErrSpillMismatch, name, v, SpillFormatVersion)
+	if v := binary.LittleEndian.Uint16(fixed[8:]); v != spillFormatVersion {
+		return spillHeader{}, fmt.Errorf("%w: %s: format version %d, this build reads version %d", ErrSpillMismatch, name, v, spillFormatVersion)
 	}
 	nameLen := int(binary.LittleEndian.Uint16(fixed[16:]))
 	rest := make([]byte, nameLen+4)
@@ -128,8 +128,8 @@ func (sr *SpillReader) next() (uint32, []byte, error) {
 		return 0, nil, sr.recordErr("truncated record header", noEOF(err))
 	}
 	length := binary.LittleEndian.Uint32(sr.hdr[4:])
-	if length > MaxSpillRecord {
-		return 0, nil, sr.recordErr(fmt.Sprintf("record length %d exceeds %d", length, MaxSpillRecord), nil)
+	if length > maxSpillRecord {
+		return 0, nil, sr.recordErr(fmt.Sprintf("record length %d exceeds %d", length, maxSpillRecord), nil)
 	}
 	payload, err := sr.readPayload(int(length))
 	if err != nil {

@@ -81,7 +81,7 @@ func sameRecs(t *testing.T, got, want []rec) {
 // bufferSizes runs each writer test with a tiny buffer (every record is
 // flushed or written directly) and the default one (nothing reaches the file
 // before the reader flushes).
-var bufferSizes = []int{32, DefaultSpillBufferSize}
+var bufferSizes = []int{32, defaultSpillBufferSize}
 
 func TestSpillRoundTrip(t *testing.T) {
 	big := strings.Repeat("0123456789abcdef", 20000) // 320000 bytes > any buffer
@@ -91,7 +91,7 @@ func TestSpillRoundTrip(t *testing.T) {
 		{101, "I" + strings.Repeat("x", 50)},
 		{100, big},
 		{102, "U\xff\x00\xfe"},
-		{100, big[:DefaultSpillBufferSize-spillRecordHeader]}, // fills the buffer exactly
+		{100, big[:defaultSpillBufferSize-spillRecordHeader]}, // fills the buffer exactly
 		{101, "C"},
 	}
 	for _, bs := range bufferSizes {
