@@ -267,7 +267,6 @@ func (a *Applier) notPrepared(f *finish, gid string) {
 // may already have recorded commits of the batch before (Settle): a step
 // that ends a transaction then adds to their count rather than replacing
 // the outcome, so that every Began still meets exactly one end.
-
 func (a *Applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
 	prior := a.outcome.Applied
 	a.noteApplied(end, at)

@@ -8,13 +8,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// The origin advance of an applied transaction (DESIGN.md invariant 1) is
-// spelled here only: the SQL each path queues, the text form of its
-// parameters, and the one rewind that undoes an advance an abort made.
-// The statements are constants so that the apply session can prepare them
-// once and queue them in its pipelined batches without a round trip of
-// their own.
-
 // XactSetupSQL marks the current target transaction as replaying the source
 // transaction that ended at $1 (the end LSN as text, "X/Y") and committed at
 // $2 (a timestamptz): its commit, or its PREPARE TRANSACTION, advances the
@@ -62,6 +55,13 @@ func AppendXactSetupArgs(dst [][]byte, end protocol.LSN, commitTime time.Time) [
 // XactSetup runs XactSetupSQL: the current transaction's commit will advance
 // the session's origin to end, the source transaction's end LSN, with commit
 // time commitTime.
+//
+// The origin advance of an applied transaction (DESIGN.md invariant 1) is
+// spelled here only: the SQL each path queues, the text form of its
+// parameters, and the one rewind that undoes an advance an abort made.
+// The statements are constants so that the apply session can prepare them
+// once and queue them in its pipelined batches without a round trip of
+// their own.
 func XactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
 	if _, err := q.Exec(ctx, XactSetupSQL, end.String(), commitTime); err != nil {
 		return fmt.Errorf("state: setting up the replication origin for the transaction ending at %s: %w", end, err)
