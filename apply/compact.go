@@ -158,7 +158,7 @@ func (c *compactor) table(e *relEntry) *netTable {
 }
 
 // compactable reports whether a relation's changes may be compacted (see
-// the file comment).
+// compactor).
 func compactable(e *relEntry, p ConflictPolicies) bool {
 	if e.compact == 0 {
 		e.compact = 2

@@ -79,7 +79,7 @@ type TableRows struct {
 // after it.
 const slotActiveWait = 2 * time.Second
 
-// Drop drops the applier dc.Name; see the comment above. On an error, the
+// Drop drops the applier dc.Name; see below. On an error, the
 // report says what had been dropped before it.
 //
 // Dropping an applier (walapply drop), like DROP SUBSCRIPTION: what

@@ -96,7 +96,7 @@ var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\
 
 // copySQL returns the COPY statement for a relation's written columns; ok
 // is false when inserts into the relation cannot go by COPY: no column is
-// written, or the table has row-level security enabled (see above).
+// written, or the table has row-level security enabled (see copyRun).
 func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 	if e.target.RowSecurity {
 		return "", false

@@ -86,7 +86,7 @@ func validSpillTarget(target string) error {
 	return nil
 }
 
-// claim makes sure the directory is d's own (see above).
+// claim makes sure the directory is d's own (see spillOwner).
 func (d *SpillDir) claim() error {
 	path := filepath.Join(d.dir, spillOwnerFile)
 	for attempt := 0; ; attempt++ {
