@@ -10,17 +10,17 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// writeOut writes the net changes out (compact.go keeps them): per table, the
+// deletes, then the updates, then the inserts, each as multi-row statements
+// whose rows come from a row source (compact_rows.go), or a long run of
+// inserts as one COPY (target_copy.go).
+//
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
 // is deleted, then inserted), and empties the compactor. Each table's own
 // changes keep that order; the order between tables does not matter (see
 // compact.go), and the inserts come last so that the COPYs among them cut
 // the batch in as few places as possible.
-//
-// Writing the net changes out (compact.go keeps them): per table, the
-// deletes, then the updates, then the inserts, each as multi-row statements
-// whose rows come from a row source (compact_rows.go), or a long run of
-// inserts as one COPY (target_copy.go).
 func (a *Applier) writeOut(ctx context.Context) error {
 	c := a.net
 	if c.n == 0 {

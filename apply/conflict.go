@@ -282,7 +282,7 @@ func (a *Applier) resolution(kind string) string {
 }
 
 // wrapStatement turns a per-row statement into its self-recording form
-// (see ConflictPolicies). oids gets the record parameters' types.
+// (see the file comment). oids gets the record parameters' types.
 func (a *Applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
 	conflict, fail := a.wraps(kind)
 	if conflict == "" {
