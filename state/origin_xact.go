@@ -16,6 +16,13 @@ import (
 // it inside every target transaction that applies a source transaction,
 // after SessionSetup on the connection, as its last statement before COMMIT.
 // Two-phase transactions use the GID-guarded variants below instead.
+//
+// The origin advance of an applied transaction (DESIGN.md invariant 1) is
+// spelled here only: the SQL each path queues, the text form of its
+// parameters, and the one rewind that undoes an advance an abort made.
+// The statements are constants so that the apply session can prepare them
+// once and queue them in its pipelined batches without a round trip of
+// their own.
 const XactSetupSQL = "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)"
 
 // XactSetupUnlessPreparedSQL is XactSetupSQL for a transaction about to be
@@ -55,13 +62,6 @@ func AppendXactSetupArgs(dst [][]byte, end protocol.LSN, commitTime time.Time) [
 // XactSetup runs XactSetupSQL: the current transaction's commit will advance
 // the session's origin to end, the source transaction's end LSN, with commit
 // time commitTime.
-//
-// The origin advance of an applied transaction (DESIGN.md invariant 1) is
-// spelled here only: the SQL each path queues, the text form of its
-// parameters, and the one rewind that undoes an advance an abort made.
-// The statements are constants so that the apply session can prepare them
-// once and queue them in its pipelined batches without a round trip of
-// their own.
 func XactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
 	if _, err := q.Exec(ctx, XactSetupSQL, end.String(), commitTime); err != nil {
 		return fmt.Errorf("state: setting up the replication origin for the transaction ending at %s: %w", end, err)
