@@ -7,34 +7,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Net-effect compaction. Within a group of source transactions (group.go)
-// the target only needs each row's final state: a row inserted and then
-// updated three times is one insert of its last image, updated and then
-// deleted is one delete, inserted and then deleted is nothing. The changes
-// that remain are sent per table as multi-row statements (INSERT ... VALUES
-// (...), (...); UPDATE ... FROM (VALUES ...); DELETE ... USING (VALUES
-// ...)), so that a group costs a handful of statements instead of one per
-// change. That is most of the work an external applier can save: the
-// per-statement overhead on the target, not the round trips, is what makes
-// it slower than PostgreSQL's own apply worker.
-//
-// When it is safe. Changes to different rows are independent only if
-// nothing but the row's key can make them collide, so a table is compacted
-// only when its replica identity is a key and the target table has no
-// unique index or exclusion constraint other than that key (then applying a
-// row's final image at any point in the group cannot violate a constraint
-// that the source order would not). Foreign keys do not fire on the replica
-// session (session_replication_role = replica), so the order between tables
-// does not matter either. Other tables are applied statement by statement,
-// in order. A change the net-effect rules do not cover (a key that changes,
-// TRUNCATE, an update of a row deleted earlier in the group) first writes
-// out everything pending, then is applied as it comes.
-//
-// What target-side triggers see. Only triggers enabled as ALWAYS or REPLICA
-// fire on the replica session. With compaction they fire once per row with
-// its net change, in per-table batches, not once per source change; run
-// with NoCompaction (--no-compaction) if such triggers need every change.
-
 // maxCompactRows bounds the rows held for compaction before they are
 // written out (and maxBatchBytes the bytes of their values). Every write-out
 // costs one statement per table and kind of change whatever the number of
@@ -74,6 +46,34 @@ type netTable struct {
 }
 
 // compactor holds the net changes of the open group.
+//
+// Net-effect compaction. Within a group of source transactions (group.go)
+// the target only needs each row's final state: a row inserted and then
+// updated three times is one insert of its last image, updated and then
+// deleted is one delete, inserted and then deleted is nothing. The changes
+// that remain are sent per table as multi-row statements (INSERT ... VALUES
+// (...), (...); UPDATE ... FROM (VALUES ...); DELETE ... USING (VALUES
+// ...)), so that a group costs a handful of statements instead of one per
+// change. That is most of the work an external applier can save: the
+// per-statement overhead on the target, not the round trips, is what makes
+// it slower than PostgreSQL's own apply worker.
+//
+// When it is safe. Changes to different rows are independent only if
+// nothing but the row's key can make them collide, so a table is compacted
+// only when its replica identity is a key and the target table has no
+// unique index or exclusion constraint other than that key (then applying a
+// row's final image at any point in the group cannot violate a constraint
+// that the source order would not). Foreign keys do not fire on the replica
+// session (session_replication_role = replica), so the order between tables
+// does not matter either. Other tables are applied statement by statement,
+// in order. A change the net-effect rules do not cover (a key that changes,
+// TRUNCATE, an update of a row deleted earlier in the group) first writes
+// out everything pending, then is applied as it comes.
+//
+// What target-side triggers see. Only triggers enabled as ALWAYS or REPLICA
+// fire on the replica session. With compaction they fire once per row with
+// its net change, in per-table batches, not once per source change; run
+// with NoCompaction (--no-compaction) if such triggers need every change.
 type compactor struct {
 	tables            []*netTable
 	byRel             map[uint32]*netTable
@@ -158,7 +158,7 @@ func (c *compactor) table(e *relEntry) *netTable {
 }
 
 // compactable reports whether a relation's changes may be compacted (see
-// the file comment).
+// compactor).
 func compactable(e *relEntry, p ConflictPolicies) bool {
 	if e.compact == 0 {
 		e.compact = 2

@@ -9,6 +9,8 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// sortByKey sorts rows by their keys (see below).
+//
 // Rows in key order. A multi-row UPDATE or DELETE finds each row through
 // the key's index, one lookup per row in the order of its row source;
 // when the rows come sorted by key, consecutive lookups land on the same or
@@ -22,8 +24,6 @@ import (
 // target: integers written as text by their value, anything else by its
 // bytes (a binary integer's big-endian bytes sort like the integer when it
 // is not negative).
-
-// sortByKey sorts rows by their keys (see above).
 func (c *compactor) sortByKey(rows []*netRow) {
 	if len(rows) < 2 {
 		return

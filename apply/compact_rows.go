@@ -8,34 +8,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Row sources of multi-row statements.
-//
-// A multi-row INSERT, UPDATE or DELETE (compact.go) reads its rows from a
-// row source named _v whose columns are column1, column2, ... It takes one
-// of two forms:
-//
-//	VALUES ($1, $2), ($3, $4), ...
-//	SELECT _a.c1::T1 AS column1, _a.c2::T2 AS column2
-//	  FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS _a(c1, c2)
-//
-// The VALUES form has one parameter per value, so a run of rows is cut
-// into chunks (chunkSizes) and each chunk size is a statement of its own.
-// The array form has one array parameter per column, whatever the number
-// of rows: every run of one table and kind of change is one statement, and
-// one prepared statement. A group of 2,000 small transactions over 50
-// tables then costs about 150 statements on the target instead of about
-// 950, and the per-statement cost (bind, plan, executor start-up) was most
-// of the target's time on such a workload. Values travel as text inside
-// the arrays and are cast to the columns' types, schema-qualified and
-// without their modifiers (a cast to varchar(3) would truncate where the
-// assignment to the column raises an error, as PostgreSQL's subscriber
-// does); the cast is the type's input function, as for a typed parameter.
-// Binary values (--binary) travel in an array of the column's own type
-// instead, unnest($n) with no cast: the target runs the type's receive
-// function on each element, as for a binary parameter. A run in which one
-// column mixes text and binary values, a binary column whose type has no
-// array type, or a value over maxArrayValue uses VALUES.
-
 // textArrayOID and textOID are the type OIDs of text[] and text.
 const (
 	textArrayOID = 1009
@@ -120,6 +92,34 @@ func (e *relEntry) arrayTypes(dst []uint32, idx []int, binary func(n int) bool) 
 // given SQL types: VALUES, or with arrays the unnest form, its parameters
 // numbered from $1. arrs, in the array form, gives each column's array type
 // when its values are binary (0: text[] cast to the type).
+//
+// Row sources of multi-row statements.
+//
+// A multi-row INSERT, UPDATE or DELETE (compact.go) reads its rows from a
+// row source named _v whose columns are column1, column2, ... It takes one
+// of two forms:
+//
+//	VALUES ($1, $2), ($3, $4), ...
+//	SELECT _a.c1::T1 AS column1, _a.c2::T2 AS column2
+//	  FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS _a(c1, c2)
+//
+// The VALUES form has one parameter per value, so a run of rows is cut
+// into chunks (chunkSizes) and each chunk size is a statement of its own.
+// The array form has one array parameter per column, whatever the number
+// of rows: every run of one table and kind of change is one statement, and
+// one prepared statement. A group of 2,000 small transactions over 50
+// tables then costs about 150 statements on the target instead of about
+// 950, and the per-statement cost (bind, plan, executor start-up) was most
+// of the target's time on such a workload. Values travel as text inside
+// the arrays and are cast to the columns' types, schema-qualified and
+// without their modifiers (a cast to varchar(3) would truncate where the
+// assignment to the column raises an error, as PostgreSQL's subscriber
+// does); the cast is the type's input function, as for a typed parameter.
+// Binary values (--binary) travel in an array of the column's own type
+// instead, unnest($n) with no cast: the target runs the type's receive
+// function on each element, as for a binary parameter. A run in which one
+// column mixes text and binary values, a binary column whose type has no
+// array type, or a value over maxArrayValue uses VALUES.
 func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs []uint32) {
 	if !arrays {
 		b.WriteString("VALUES ")

@@ -10,11 +10,11 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Writing the net changes out (compact.go keeps them): per table, the
+// writeOut writes the net changes out (compact.go keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
 // whose rows come from a row source (compact_rows.go), or a long run of
 // inserts as one COPY (target_copy.go).
-
+//
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
 // is deleted, then inserted), and empties the compactor. Each table's own

@@ -10,32 +10,6 @@ import (
 	"github.com/walapply/walapply/internal/secret"
 )
 
-// Compare: are the target's tables what the source publishes? For the
-// cut-over (writes on the source stopped, the applier caught up, e.g.
-// stopped with --until now) and for spot checks; on a source still being
-// written to, a table the applier has not caught up with shows as
-// different.
-//
-// Each side is read inside one snapshot: a REPEATABLE READ READ ONLY
-// transaction exports it (pg_export_snapshot) and Jobs-1 more connections
-// import it (SET TRANSACTION SNAPSHOT), so the tables compared in parallel
-// are all seen at one moment of each side. Per table each side computes,
-// on the server, the row count and an order-independent checksum: the sum,
-// as numeric (no overflow), of the first 64 bits of the md5 of each row's
-// text form. Only those two numbers cross the network.
-//
-// The row's text form is the record of the source's published columns, by
-// name, in the source's column order (ROW(c1, c2, ...)::text), so columns
-// in another order or extra columns on the target do not count; a
-// published column missing on the target makes the table different. The
-// source's row filters apply on the source side. Text forms depend on
-// session settings, so both sides run with the same ones (compareSettings).
-// With Keys, a table that differs is read once more on both sides, as
-// (primary key, md5 of the row) ordered by the key's text form in the "C"
-// collation, and the two streams are merged to list the differing keys
-// (compare_keys.go): memory stays bounded whatever the table's size, but
-// each side sorts the table.
-
 // CompareConfig says what to compare.
 type CompareConfig struct {
 	Source, Target string
@@ -109,6 +83,32 @@ type comparedTable struct {
 }
 
 // Compare compares the published tables of the source with the target's.
+//
+// Compare: are the target's tables what the source publishes? For the
+// cut-over (writes on the source stopped, the applier caught up, e.g.
+// stopped with --until now) and for spot checks; on a source still being
+// written to, a table the applier has not caught up with shows as
+// different.
+//
+// Each side is read inside one snapshot: a REPEATABLE READ READ ONLY
+// transaction exports it (pg_export_snapshot) and Jobs-1 more connections
+// import it (SET TRANSACTION SNAPSHOT), so the tables compared in parallel
+// are all seen at one moment of each side. Per table each side computes,
+// on the server, the row count and an order-independent checksum: the sum,
+// as numeric (no overflow), of the first 64 bits of the md5 of each row's
+// text form. Only those two numbers cross the network.
+//
+// The row's text form is the record of the source's published columns, by
+// name, in the source's column order (ROW(c1, c2, ...)::text), so columns
+// in another order or extra columns on the target do not count; a
+// published column missing on the target makes the table different. The
+// source's row filters apply on the source side. Text forms depend on
+// session settings, so both sides run with the same ones (compareSettings).
+// With Keys, a table that differs is read once more on both sides, as
+// (primary key, md5 of the row) ordered by the key's text form in the "C"
+// collation, and the two streams are merged to list the differing keys
+// (compare_keys.go): memory stays bounded whatever the table's size, but
+// each side sorts the table.
 func Compare(ctx context.Context, c CompareConfig) (CompareReport, error) {
 	if c.Source == "" || c.Target == "" {
 		return CompareReport{}, fmt.Errorf("%w: compare needs a source and a target connection string", ErrConfig)

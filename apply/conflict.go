@@ -12,6 +12,23 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// Conflict kinds.
+const (
+	ConflictInsertExists  = "insert_exists"
+	ConflictUpdateExists  = "update_exists"
+	ConflictUpdateMissing = "update_missing"
+	ConflictDeleteMissing = "delete_missing"
+)
+
+// Conflict policies.
+const (
+	PolicyError = "error"
+	PolicySkip  = "skip"
+	PolicyApply = "apply"
+)
+
+// ConflictPolicies maps each conflict kind to its policy.
+//
 // Conflicts. A change that does not fit the target's rows is a conflict,
 // named as PostgreSQL 18's subscriber names them:
 //
@@ -37,23 +54,6 @@ import (
 // update_exists is recognised for the replica identity key only (a row
 // whose key changes onto another row's key); other unique indexes still
 // stop the applier with the target's error.
-
-// Conflict kinds.
-const (
-	ConflictInsertExists  = "insert_exists"
-	ConflictUpdateExists  = "update_exists"
-	ConflictUpdateMissing = "update_missing"
-	ConflictDeleteMissing = "delete_missing"
-)
-
-// Conflict policies.
-const (
-	PolicyError = "error"
-	PolicySkip  = "skip"
-	PolicyApply = "apply"
-)
-
-// ConflictPolicies maps each conflict kind to its policy.
 type ConflictPolicies map[string]string
 
 // defaultPolicies are PostgreSQL's subscriber's behaviour.
@@ -282,7 +282,7 @@ func (a *applier) resolution(kind string) string {
 }
 
 // wrapStatement turns a per-row statement into its self-recording form
-// (see the file comment). oids gets the record parameters' types.
+// (see ConflictPolicies). oids gets the record parameters' types.
 func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
 	conflict, fail := a.wraps(kind)
 	if conflict == "" {

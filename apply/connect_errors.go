@@ -9,6 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// connectFailure is a failed connection explained: the attempt that
+// decided it, what to do about it, and the original error (its chain is
+// what errors.Is, errors.As and IsTransient see).
+//
 // Connection failures an operator can act on.
 //
 // pgconn tries a connection string's hosts, and with sslmode=prefer (the
@@ -18,10 +22,6 @@ import (
 // is "server refused TLS connection", while the attempt that counts, the
 // one without TLS, failed authentication. explainConnect leads with the
 // last attempt, the one the fallback ended with, and adds what to change.
-
-// connectFailure is a failed connection explained: the attempt that
-// decided it, what to do about it, and the original error (its chain is
-// what errors.Is, errors.As and IsTransient see).
 type connectFailure struct {
 	who     string // as pgconn says it: "failed to connect to `user=... database=...`"
 	cause   error  // the last attempt

@@ -14,37 +14,6 @@ import (
 	"github.com/walapply/walapply/state"
 )
 
-// The initial copy (walapply run --copy) makes a new applier's target a
-// copy of the source's published tables and then follows the source, with
-// no row missed and none applied twice, also while the source is written
-// to.
-//
-// It works as PostgreSQL's subscription does. The slot is created with an
-// exported snapshot, which shows the database exactly as of the slot's
-// consistent point P1: every transaction that committed before P1, none
-// after. Workers import that snapshot on their own source connections
-// (SET TRANSACTION SNAPSHOT) and pipe each table's rows from COPY TO on the
-// source into COPY FROM on the target, several tables at once. Once every
-// table is copied, the applier's replication origin is set to P1 and
-// streaming starts there: the stream brings exactly the transactions the
-// snapshot did not hold.
-//
-// Each table's copy commits on the target in one transaction together with
-// its row in walapply.copy_state turning 'done'; a crash rolls back the
-// table it was copying, and the next attempt copies only the tables not
-// done. That attempt cannot use the first snapshot again: an exported
-// snapshot can be imported only while the connection that created the slot
-// is open and idle. The unfinished tables are therefore copied in a new
-// snapshot, exported by a temporary slot at a later point P2, while the
-// slot, its P1 and the finished tables stay. Streaming still starts at P1,
-// and the changes the new copies already hold are skipped, per table, by
-// the rule in copy_filter.go. The slot itself must survive for that; if it
-// is gone, the copy cannot be resumed and says how to start over.
-//
-// Everything that can be checked before copying is checked first: every
-// published table exists on the target with every published column, and
-// the tables to copy are empty. The problems are reported all at once.
-
 // copyRecord is walapply.copies' row for an applier.
 type copyRecord struct {
 	exists   bool
@@ -147,6 +116,37 @@ func readCopyRecord(ctx context.Context, q querier, applier string) (copyRecord,
 // it, and refuses to stream for an applier whose copy is unfinished. It
 // runs after the applier is registered and before the slot is looked up
 // and streaming starts (run.go's connect).
+//
+// The initial copy (walapply run --copy) makes a new applier's target a
+// copy of the source's published tables and then follows the source, with
+// no row missed and none applied twice, also while the source is written
+// to.
+//
+// It works as PostgreSQL's subscription does. The slot is created with an
+// exported snapshot, which shows the database exactly as of the slot's
+// consistent point P1: every transaction that committed before P1, none
+// after. Workers import that snapshot on their own source connections
+// (SET TRANSACTION SNAPSHOT) and pipe each table's rows from COPY TO on the
+// source into COPY FROM on the target, several tables at once. Once every
+// table is copied, the applier's replication origin is set to P1 and
+// streaming starts there: the stream brings exactly the transactions the
+// snapshot did not hold.
+//
+// Each table's copy commits on the target in one transaction together with
+// its row in walapply.copy_state turning 'done'; a crash rolls back the
+// table it was copying, and the next attempt copies only the tables not
+// done. That attempt cannot use the first snapshot again: an exported
+// snapshot can be imported only while the connection that created the slot
+// is open and idle. The unfinished tables are therefore copied in a new
+// snapshot, exported by a temporary slot at a later point P2, while the
+// slot, its P1 and the finished tables stay. Streaming still starts at P1,
+// and the changes the new copies already hold are skipped, per table, by
+// the rule in copy_filter.go. The slot itself must survive for that; if it
+// is gone, the copy cannot be resumed and says how to start over.
+//
+// Everything that can be checked before copying is checked first: every
+// published table exists on the target with every published column, and
+// the tables to copy are empty. The problems are reported all at once.
 func (s *session) initialCopy(ctx context.Context) error {
 	cfg := s.cfg
 	rec, err := readCopyRecord(ctx, s.control, cfg.Name)

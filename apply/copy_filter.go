@@ -10,31 +10,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Changes a table's initial copy already holds.
-//
-// A copy that runs in one go reads every table in the snapshot the slot
-// exported at its consistent point P1, and streaming starts at P1: the
-// stream carries exactly the transactions the snapshot does not hold, so
-// nothing needs filtering. A copy that was interrupted cannot use that
-// snapshot again (it lives only as long as the connection that created the
-// slot), so the tables that had not finished are copied in a new snapshot,
-// exported by a temporary slot at a later point P2, while the tables that
-// had finished stay as they are and streaming still starts at P1. A source
-// transaction between P1 and P2 is then in the stream and, for the tables
-// copied at P2, possibly in the copy as well: its changes to those tables
-// must be skipped exactly when the copy holds them. PostgreSQL's tablesync
-// solves the same problem with a per-table LSN (SUBREL_STATE_SYNCDONE).
-//
-// The rule here: a change to a table copied in snapshot S at point L is
-// skipped when its transaction's commit (or prepare) LSN is below L and its
-// xid is visible in S. For an ordinary or streamed transaction the first
-// test alone decides (a transaction that committed before L is in the
-// snapshot); a prepared transaction (two-phase) is decoded at PREPARE, and
-// one prepared before L may have committed before L or after it, which
-// only the snapshot tells. The LSN test also bounds the xid comparison to
-// transactions near the snapshot in time, so xid wraparound cannot confuse
-// it.
-
 // copySnapshot is an MVCC snapshot in pg_snapshot's terms: xids below xmin
 // are finished, xids from xmax on had not started, and those in between
 // are in progress exactly when listed in xip. A copy only ever asks about
@@ -126,6 +101,31 @@ type relName struct{ schema, name string }
 
 // copyFilter decides which changes the tables' copies already hold. A nil
 // filter holds nothing: every change applies.
+//
+// Changes a table's initial copy already holds.
+//
+// A copy that runs in one go reads every table in the snapshot the slot
+// exported at its consistent point P1, and streaming starts at P1: the
+// stream carries exactly the transactions the snapshot does not hold, so
+// nothing needs filtering. A copy that was interrupted cannot use that
+// snapshot again (it lives only as long as the connection that created the
+// slot), so the tables that had not finished are copied in a new snapshot,
+// exported by a temporary slot at a later point P2, while the tables that
+// had finished stay as they are and streaming still starts at P1. A source
+// transaction between P1 and P2 is then in the stream and, for the tables
+// copied at P2, possibly in the copy as well: its changes to those tables
+// must be skipped exactly when the copy holds them. PostgreSQL's tablesync
+// solves the same problem with a per-table LSN (SUBREL_STATE_SYNCDONE).
+//
+// The rule here: a change to a table copied in snapshot S at point L is
+// skipped when its transaction's commit (or prepare) LSN is below L and its
+// xid is visible in S. For an ordinary or streamed transaction the first
+// test alone decides (a transaction that committed before L is in the
+// snapshot); a prepared transaction (two-phase) is decoded at PREPARE, and
+// one prepared before L may have committed before L or after it, which
+// only the snapshot tells. The LSN test also bounds the xid comparison to
+// transactions near the snapshot in time, so xid wraparound cannot confuse
+// it.
 type copyFilter struct {
 	tables map[relName]*copiedTable
 	// until is the highest copy LSN: a transaction whose commit or

@@ -10,6 +10,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// defaultCopySplitSize is Config.CopySplitSize's default: tables above
+// 1 GiB are copied in ranges.
+const defaultCopySplitSize = 1 << 30
+
+// copyMaxRanges bounds the ranges of one table.
+const copyMaxRanges = 1024
+
+// copyRange is one range of a table copied in ranges.
+//
 // Big tables are copied in ranges. A table whose source relation is larger
 // than Config.CopySplitSize is cut into ranges that the copy workers copy at
 // once, each in its own source statement and target transaction, all in
@@ -42,15 +51,6 @@ import (
 // forgets its ranges) and copied again, in ranges, in the new snapshot; the
 // tables that were done stay. Ranges make a big table's copy parallel;
 // what a crash keeps is the tables finished, not the ranges.
-
-// defaultCopySplitSize is Config.CopySplitSize's default: tables above
-// 1 GiB are copied in ranges.
-const defaultCopySplitSize = 1 << 30
-
-// copyMaxRanges bounds the ranges of one table.
-const copyMaxRanges = 1024
-
-// copyRange is one range of a table copied in ranges.
 type copyRange struct {
 	t      *copyTable
 	no, of int    // range_no from 0, of that many

@@ -12,14 +12,6 @@ import (
 	"github.com/walapply/walapply/internal/secret"
 )
 
-// Logical replication does not carry sequences: the rows a replica
-// receives hold the values the source's sequences gave out, but the
-// replica's own sequences stay where they were. Before the application
-// moves to the target (the cut-over), its sequences must be set from the
-// source's, or the first inserts there collide with replicated rows.
-// SyncSequences does that; run it after the writes on the source have
-// stopped and the applier has caught up.
-
 // SequenceOptions says which sequences SyncSequences sets.
 type SequenceOptions struct {
 	Source, Target string // connection strings
@@ -77,6 +69,14 @@ WHERE c.relkind = 'S' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 
 // the source would have given out next) and returns what it set. It checks
 // first that every selected sequence exists on the target, and sets none
 // if any is missing.
+//
+// Logical replication does not carry sequences: the rows a replica
+// receives hold the values the source's sequences gave out, but the
+// replica's own sequences stay where they were. Before the application
+// moves to the target (the cut-over), its sequences must be set from the
+// source's, or the first inserts there collide with replicated rows.
+// SyncSequences does that; run it after the writes on the source have
+// stopped and the applier has caught up.
 func SyncSequences(ctx context.Context, o SequenceOptions) ([]SequenceValue, error) {
 	src, err := pgx.Connect(ctx, o.Source)
 	if err != nil {

@@ -16,34 +16,6 @@ import (
 	"github.com/walapply/walapply/twophase"
 )
 
-// Dropping an applier (walapply drop), like DROP SUBSCRIPTION: what
-// walapply created for the applier goes, on both sides (DESIGN.md
-// invariant 10): its slot on the source, its replication origins on the
-// target (the applier's and its copy workers'), its prepared transactions
-// there, its rows in the walapply schema and its spill files.
-//
-// Drop first takes the applier's running-applier lock (lease.go): it
-// refuses while the applier runs, naming the process, and no start can
-// begin while it drops. It then looks at everything before it drops
-// anything, and drops nothing when the source is another cluster than the
-// applier's or the slot is in use there. The slot goes first: should the
-// target's part fail after it, a second drop finds the rest, whereas the
-// other order could forget the name of a slot that holds WAL. The
-// prepared transactions are rolled back next, since their COMMIT PREPARED
-// would have come through the slot; then the origins, the rows (in one
-// transaction) and the spill files.
-//
-// It touches nothing it cannot attribute to the applier: prepared
-// transactions under other GIDs (with --gid-mode source the applier's own
-// carry the source's GIDs and cannot be told from the target's: they are
-// listed, not rolled back), spill files whose header names another applier
-// or cannot be read, and the slot when the source is unreachable or not
-// given (the report says how to drop it).
-//
-// Dropping an applier of which nothing is left succeeds, like DROP
-// SUBSCRIPTION IF EXISTS: a second drop reports that it found nothing, and
-// the appliers the target does have, so that a mistyped name shows.
-
 // DropConfig says which applier Drop drops.
 type DropConfig struct {
 	Target string
@@ -107,8 +79,36 @@ type TableRows struct {
 // after it.
 const slotActiveWait = 2 * time.Second
 
-// Drop drops the applier dc.Name; see the comment above. On an error, the
+// Drop drops the applier dc.Name; see below. On an error, the
 // report says what had been dropped before it.
+//
+// Dropping an applier (walapply drop), like DROP SUBSCRIPTION: what
+// walapply created for the applier goes, on both sides (DESIGN.md
+// invariant 10): its slot on the source, its replication origins on the
+// target (the applier's and its copy workers'), its prepared transactions
+// there, its rows in the walapply schema and its spill files.
+//
+// Drop first takes the applier's running-applier lock (lease.go): it
+// refuses while the applier runs, naming the process, and no start can
+// begin while it drops. It then looks at everything before it drops
+// anything, and drops nothing when the source is another cluster than the
+// applier's or the slot is in use there. The slot goes first: should the
+// target's part fail after it, a second drop finds the rest, whereas the
+// other order could forget the name of a slot that holds WAL. The
+// prepared transactions are rolled back next, since their COMMIT PREPARED
+// would have come through the slot; then the origins, the rows (in one
+// transaction) and the spill files.
+//
+// It touches nothing it cannot attribute to the applier: prepared
+// transactions under other GIDs (with --gid-mode source the applier's own
+// carry the source's GIDs and cannot be told from the target's: they are
+// listed, not rolled back), spill files whose header names another applier
+// or cannot be read, and the slot when the source is unreachable or not
+// given (the report says how to drop it).
+//
+// Dropping an applier of which nothing is left succeeds, like DROP
+// SUBSCRIPTION IF EXISTS: a second drop reports that it found nothing, and
+// the appliers the target does have, so that a mistyped name shows.
 func Drop(ctx context.Context, dc DropConfig) (*DropReport, error) {
 	origin, err := state.OriginName(dc.Name)
 	if err != nil {

@@ -9,6 +9,16 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// ErrSourceIsStandby is returned (as a transient error) when the source
+// host is a standby whose copy of the slot is synchronised from its
+// primary: it cannot be streamed from until the standby is promoted.
+var ErrSourceIsStandby = errors.New("apply: the source is a standby with a synchronised copy of the slot")
+
+// checkFailover: --failover needs a PostgreSQL 17 source; a source in
+// recovery whose slot is a synchronised copy is not streamed from (yet);
+// a source string with several hosts but without target_session_attrs
+// may land on a standby, which is said once per start.
+//
 // Failover slots and multi-host sources (PostgreSQL 17+).
 //
 // A slot created with --failover is synchronised by standbys running with
@@ -29,16 +39,6 @@ import (
 // opened from Config.Source. After a promotion the session's connections
 // break, Run reconnects (transient error), and the same string then finds
 // the new primary.
-
-// ErrSourceIsStandby is returned (as a transient error) when the source
-// host is a standby whose copy of the slot is synchronised from its
-// primary: it cannot be streamed from until the standby is promoted.
-var ErrSourceIsStandby = errors.New("apply: the source is a standby with a synchronised copy of the slot")
-
-// checkFailover: --failover needs a PostgreSQL 17 source; a source in
-// recovery whose slot is a synchronised copy is not streamed from (yet);
-// a source string with several hosts but without target_session_attrs
-// may land on a standby, which is said once per start.
 func checkFailover(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
 	cfg := s.cfg
 	if pc, err := pgconn.ParseConfig(cfg.Source); err == nil && pc.ValidateConnect == nil && severalHosts(pc) {

@@ -16,6 +16,10 @@ import (
 // source and never reached the target.
 var ErrSlotAhead = errors.New("apply: the slot was confirmed past what the target holds")
 
+// checkSlotPosition compares the slot's confirmed position with the
+// origin's progress and the recorded confirmed position, before streaming
+// starts, and sets s.confirmed.
+//
 // The slot's position against the applier's (DESIGN.md invariant 9).
 //
 // A start streams from the origin's progress on the target, and the source
@@ -53,10 +57,6 @@ var ErrSlotAhead = errors.New("apply: the slot was confirmed past what the targe
 // 0/0 for a new row. An applier whose origin and confirmed_lsn are both 0/0
 // has applied and confirmed nothing yet: the slot's position is where it
 // begins, and is recorded as such.
-
-// checkSlotPosition compares the slot's confirmed position with the
-// origin's progress and the recorded confirmed position, before streaming
-// starts, and sets s.confirmed.
 func (s *session) checkSlotPosition(ctx context.Context, progress protocol.LSN) error {
 	cfg := s.cfg
 	st, found, err := s.source.Slot(ctx, cfg.Slot)

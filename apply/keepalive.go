@@ -9,6 +9,13 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// keepaliveAfter is how long the loop may leave the stream unanswered
+// before the keeper sends a status update for it.
+const keepaliveAfter = time.Second
+
+// streamKeeper serialises the use of the replication stream between the
+// run loop and its keepalive goroutine.
+//
 // The source's walsender drops a client that has not answered for
 // wal_sender_timeout (60s by default). The run loop answers between
 // messages, but a single target statement can take longer than that (a
@@ -17,13 +24,6 @@ import (
 // streamKeeper answers for the loop while it is busy: from a goroutine of
 // its own, with the positions the loop last confirmed (so it never confirms
 // anything new), and only while the loop is not using the stream.
-
-// keepaliveAfter is how long the loop may leave the stream unanswered
-// before the keeper sends a status update for it.
-const keepaliveAfter = time.Second
-
-// streamKeeper serialises the use of the replication stream between the
-// run loop and its keepalive goroutine.
 type streamKeeper struct {
 	mu     sync.Mutex
 	stream *protocol.ReplStream

@@ -12,51 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The running-applier lock: one walapply process per applier name and
-// target database. Two processes with the same --name would fight over the
-// applier's replication origin (one session at a time can set it up); the
-// second used to retry until the first stopped and then take over without
-// a word. Instead every session, right after the walapply schema is
-// migrated, takes a session-level advisory lock on its control connection
-// and records the holder in walapply.running (migration 00005): the walapply
-// pid, the host, the target backend and since when. A second process finds
-// the lock taken and stops at once with a permanent error naming them, and
-// `walapply drop` takes the same lock, so that it cannot drop an applier
-// that runs, nor can one start during a drop.
-//
-// The key is pg_try_advisory_lock(leaseClass, hashtext(name)). Locks of the
-// two-int4 form have a key space of their own (objsubid 2 in pg_locks),
-// apart from the one-bigint form that migrations.LockID and most
-// applications use. hashtext has 32 bits, so two names can share a key:
-// then one of them is refused while the other runs, and the error says so
-// and names the other applier. A collision refuses a start that could have
-// run, never lets two processes of one name run at once. Advisory locks are
-// per database: an applier of the same name in another database of the
-// target's cluster does not take this lock, but it is refused anyway, since
-// the origin it would use is the cluster's (identity.go).
-//
-// The lock is the truth; the row describes its holder. The row is deleted
-// when the session ends (a clean stop, a start that failed, a reconnect);
-// a kill -9 leaves it behind, but the target ends the killed process's
-// sessions, and with them the lock, and the next start overwrites the row.
-// A row counts as current only while its backend_pid holds the lock in
-// pg_locks; otherwise the holder's pid is "unknown".
-//
-// Between two sessions of a run (the back-off after a transient error) the
-// lock is free: a second process that starts then gets it, and the first
-// one's next session is refused instead. Still one at a time.
-//
-// A reconnect takes the lock again on its new control connection. If the
-// previous session's backend has not yet noticed that its connection is
-// gone, it still holds the lock: that is this process's own lock, and the
-// start is retried (errLeaseNotReleased) rather than refused. So is a start
-// whose lock is held for a process of this host that is gone (kill -9, then
-// a restart before the target has ended the killed process's sessions), or
-// for this pid on this host but no session of this process (a container
-// restarted under the same host name and pid): their backends are about to
-// end. A lock held from another host is refused: whether that process still
-// lives cannot be told from here.
-
 // leasesHeld holds the target backends through which sessions of this
 // process hold a running-applier lock now: a lock held by one of them is
 // another Run's of this process, not an earlier incarnation's.
@@ -104,6 +59,51 @@ func (e *RunningError) Error() string {
 }
 
 // tryLease takes the running-applier lock of name on conn if it is free.
+//
+// The running-applier lock: one walapply process per applier name and
+// target database. Two processes with the same --name would fight over the
+// applier's replication origin (one session at a time can set it up); the
+// second used to retry until the first stopped and then take over without
+// a word. Instead every session, right after the walapply schema is
+// migrated, takes a session-level advisory lock on its control connection
+// and records the holder in walapply.running (migration 00005): the walapply
+// pid, the host, the target backend and since when. A second process finds
+// the lock taken and stops at once with a permanent error naming them, and
+// `walapply drop` takes the same lock, so that it cannot drop an applier
+// that runs, nor can one start during a drop.
+//
+// The key is pg_try_advisory_lock(leaseClass, hashtext(name)). Locks of the
+// two-int4 form have a key space of their own (objsubid 2 in pg_locks),
+// apart from the one-bigint form that migrations.LockID and most
+// applications use. hashtext has 32 bits, so two names can share a key:
+// then one of them is refused while the other runs, and the error says so
+// and names the other applier. A collision refuses a start that could have
+// run, never lets two processes of one name run at once. Advisory locks are
+// per database: an applier of the same name in another database of the
+// target's cluster does not take this lock, but it is refused anyway, since
+// the origin it would use is the cluster's (identity.go).
+//
+// The lock is the truth; the row describes its holder. The row is deleted
+// when the session ends (a clean stop, a start that failed, a reconnect);
+// a kill -9 leaves it behind, but the target ends the killed process's
+// sessions, and with them the lock, and the next start overwrites the row.
+// A row counts as current only while its backend_pid holds the lock in
+// pg_locks; otherwise the holder's pid is "unknown".
+//
+// Between two sessions of a run (the back-off after a transient error) the
+// lock is free: a second process that starts then gets it, and the first
+// one's next session is refused instead. Still one at a time.
+//
+// A reconnect takes the lock again on its new control connection. If the
+// previous session's backend has not yet noticed that its connection is
+// gone, it still holds the lock: that is this process's own lock, and the
+// start is retried (errLeaseNotReleased) rather than refused. So is a start
+// whose lock is held for a process of this host that is gone (kill -9, then
+// a restart before the target has ended the killed process's sessions), or
+// for this pid on this host but no session of this process (a container
+// restarted under the same host name and pid): their backends are about to
+// end. A lock held from another host is refused: whether that process still
+// lives cannot be told from here.
 func tryLease(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1, pg_catalog.hashtext($2))", leaseClass, name).Scan(&ok); err != nil {

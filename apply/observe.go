@@ -9,6 +9,8 @@ import (
 	"github.com/walapply/walapply/state"
 )
 
+// Observer watches a run. See Config.Observer.
+//
 // Observing a run from outside: metrics, health probes, tests.
 //
 // Run reports to Config.Observer at three points, each a single call from
@@ -28,8 +30,6 @@ import (
 // The calls must return quickly: they run between two messages of the
 // replication stream. Observe gets a fresh value each time; counters that
 // must outlive a session are the observer's business (Observation.Stats).
-
-// Observer watches a run. See Config.Observer.
 type Observer interface {
 	// Connected is called when a session starts replicating from start,
 	// the origin's durable progress on the target.

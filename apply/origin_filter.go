@@ -1,25 +1,5 @@
 package apply
 
-// Origin filtering and origin reporting.
-//
-// Every transaction walapply applies is written under its replication
-// origin on the target (DESIGN.md invariant 8), so the target's WAL marks
-// those changes as replicated. A source of PostgreSQL 16 or later can leave
-// such changes out of the stream when the subscriber asks for pgoutput's
-// origin = 'none': only changes made on the source itself are sent. That is
-// the whole mechanism behind bidirectional replication without loops (A ↔ B:
-// each side sends only its own writes) and behind cascades that must not
-// forward (A → B → C with origin = 'none' on the second hop carries only B's
-// own writes). With origin = 'any', the default and the only behaviour
-// before PostgreSQL 16, a transaction that came from elsewhere is preceded
-// by an Origin message naming the origin it was written under; the
-// transaction machine checks where it may appear (inside the transaction,
-// before any change) and the run loop reports the name through
-// Progress.LastOrigin. The applied transaction itself is written under this
-// applier's own origin, as PostgreSQL's subscriber does: the original
-// origin is not carried over, so a cascade's last hop sees the middle
-// node's applier as the origin of A's changes.
-
 import (
 	"fmt"
 	"strings"
@@ -39,6 +19,26 @@ const originMinVersion = 160000
 
 // checkOriginConfig validates and normalises Config.Origin ("" means any;
 // the server accepts either case, so do we).
+//
+// Origin filtering and origin reporting.
+//
+// Every transaction walapply applies is written under its replication
+// origin on the target (DESIGN.md invariant 8), so the target's WAL marks
+// those changes as replicated. A source of PostgreSQL 16 or later can leave
+// such changes out of the stream when the subscriber asks for pgoutput's
+// origin = 'none': only changes made on the source itself are sent. That is
+// the whole mechanism behind bidirectional replication without loops (A ↔ B:
+// each side sends only its own writes) and behind cascades that must not
+// forward (A → B → C with origin = 'none' on the second hop carries only B's
+// own writes). With origin = 'any', the default and the only behaviour
+// before PostgreSQL 16, a transaction that came from elsewhere is preceded
+// by an Origin message naming the origin it was written under; the
+// transaction machine checks where it may appear (inside the transaction,
+// before any change) and the run loop reports the name through
+// Progress.LastOrigin. The applied transaction itself is written under this
+// applier's own origin, as PostgreSQL's subscriber does: the original
+// origin is not carried over, so a cascade's last hop sees the middle
+// node's applier as the origin of A's changes.
 func checkOriginConfig(cfg *Config) error {
 	switch o := strings.ToLower(strings.TrimSpace(cfg.Origin)); o {
 	case "", OriginAny:

@@ -13,22 +13,6 @@ import (
 	"github.com/walapply/walapply/twophase"
 )
 
-// The preflight is DESIGN.md invariant 10, "validate, then create", for a
-// session start: before the applier's origin, its walapply.appliers row,
-// the slot or anything of the initial copy is created, every session start
-// (not only the first: a publication can be dropped between two sessions)
-// checks what it can on both sides.
-//
-// It runs once both sides answered (connect opens the target connections
-// and the replication connection first, so an unreachable side, a wrong
-// password or a refused port fail before anything is created) and reads the
-// facts the checks share once (gatherFacts). Each check then
-// returns the problems it found; the preflight reports all of them at once,
-// as a permanent *PreflightError, like checkTargetTables does for the copy,
-// so that a user fixes everything in one go instead of one failed run per
-// problem. A check returns an error only when it could not look (a lost
-// connection, which is retried).
-
 // preflightFacts is what the preflight learned, for the checks and for the
 // create phase of connect.
 type preflightFacts struct {
@@ -102,6 +86,22 @@ func (e *PreflightError) Error() string {
 }
 
 // preflight reads the facts and runs every check. It creates nothing.
+//
+// The preflight is DESIGN.md invariant 10, "validate, then create", for a
+// session start: before the applier's origin, its walapply.appliers row,
+// the slot or anything of the initial copy is created, every session start
+// (not only the first: a publication can be dropped between two sessions)
+// checks what it can on both sides.
+//
+// It runs once both sides answered (connect opens the target connections
+// and the replication connection first, so an unreachable side, a wrong
+// password or a refused port fail before anything is created) and reads the
+// facts the checks share once (gatherFacts). Each check then
+// returns the problems it found; the preflight reports all of them at once,
+// as a permanent *PreflightError, like checkTargetTables does for the copy,
+// so that a user fixes everything in one go instead of one failed run per
+// problem. A check returns an error only when it could not look (a lost
+// connection, which is retried).
 func (s *session) preflight(ctx context.Context) (*preflightFacts, error) {
 	f, err := s.gatherFacts(ctx)
 	if err != nil {

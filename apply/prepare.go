@@ -1,5 +1,17 @@
 package apply
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// twoPhaseState is the applier's part in two-phase transactions.
+//
 // Two-phase transactions.
 //
 // With --two-phase the source sends a prepared transaction when it is
@@ -48,18 +60,6 @@ package apply
 // passed the source's position at connect, any that remain are reported in
 // the log, never committed or rolled back by walapply: only an operator can
 // tell what they should become (prepare_recover.go).
-
-import (
-	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/walapply/walapply/protocol"
-	"github.com/walapply/walapply/state"
-	"github.com/walapply/walapply/twophase"
-)
-
-// twoPhaseState is the applier's part in two-phase transactions.
 type twoPhaseState struct {
 	on   bool
 	mode twophase.Mode

@@ -263,11 +263,11 @@ func (a *applier) notPrepared(f *finish, gid string) {
 	a.tpEnded()
 }
 
-// The outcome of a two-phase step, for the run loop's FlushTracker. Handle
-// may already have recorded commits of the batch before (Settle): a step
-// that ends a transaction then adds to their count rather than replacing
-// the outcome, so that every Began still meets exactly one end.
-
+// tpApplied records the outcome of a two-phase step, for the run loop's
+// FlushTracker. Handle may already have recorded commits of the batch
+// before (Settle): a step that ends a transaction then adds to their count
+// rather than replacing the outcome, so that every Began still meets
+// exactly one end.
 func (a *applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
 	prior := a.outcome.Applied
 	a.noteApplied(end, at)

@@ -8,38 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Privileges, checked once and listed at once (DESIGN.md invariant 10).
-//
-// Before anything is created on either side, one check asks both servers,
-// with has_*_privilege for the connected role, for every privilege a run
-// with this configuration will use, and reports every one that is missing
-// in a single permanent error, each with the statement that grants it. The
-// alternative, finding them one failed statement at a time, took a run per
-// privilege from a bare target role, and named UPDATE where SELECT was
-// missing (the UPDATE's WHERE reads the columns that locate the row).
-//
-// What is checked is what the code uses:
-//
-//   - target, walapply's schema: CREATE on the database while the schema
-//     does not exist (migrations create it); once it does, USAGE and CREATE
-//     on it (or its ownership) and the ownership of its tables, which later
-//     migrations alter;
-//   - target, the replication origin functions (superuser-only until
-//     granted): originFunctions (privileges_target.go, with the rest of
-//     the target's part);
-//   - target, SET on session_replication_role (PostgreSQL 15+; before, only
-//     a superuser may set it);
-//   - target, per published table that exists there: USAGE on its schema
-//     and the privileges of the operations its publications publish
-//     (tablePrivileges);
-//   - source: the REPLICATION attribute, and with --copy USAGE and SELECT on
-//     every published table. A source table with row-level security that
-//     applies to the role would be copied without the rows its policies
-//     hide, silently: the role must be its owner or BYPASSRLS.
-//
-// A superuser has everything; a missing publication or target table is not
-// a privilege problem and is left to the checks that name those.
-
 // privilegeProblem is one missing privilege: the statement that grants it,
 // to be run on side ("source" or "target") by a superuser.
 type privilegeProblem struct {
@@ -133,6 +101,38 @@ func checkPrivilegesOn(ctx context.Context, cfg *Config, target *pgx.Conn) error
 
 // checkPrivileges runs the whole check: a permanent *PrivilegeError when
 // anything is missing.
+//
+// Privileges, checked once and listed at once (DESIGN.md invariant 10).
+//
+// Before anything is created on either side, one check asks both servers,
+// with has_*_privilege for the connected role, for every privilege a run
+// with this configuration will use, and reports every one that is missing
+// in a single permanent error, each with the statement that grants it. The
+// alternative, finding them one failed statement at a time, took a run per
+// privilege from a bare target role, and named UPDATE where SELECT was
+// missing (the UPDATE's WHERE reads the columns that locate the row).
+//
+// What is checked is what the code uses:
+//
+//   - target, walapply's schema: CREATE on the database while the schema
+//     does not exist (migrations create it); once it does, USAGE and CREATE
+//     on it (or its ownership) and the ownership of its tables, which later
+//     migrations alter;
+//   - target, the replication origin functions (superuser-only until
+//     granted): originFunctions (privileges_target.go, with the rest of
+//     the target's part);
+//   - target, SET on session_replication_role (PostgreSQL 15+; before, only
+//     a superuser may set it);
+//   - target, per published table that exists there: USAGE on its schema
+//     and the privileges of the operations its publications publish
+//     (tablePrivileges);
+//   - source: the REPLICATION attribute, and with --copy USAGE and SELECT on
+//     every published table. A source table with row-level security that
+//     applies to the role would be copied without the rows its policies
+//     hide, silently: the role must be its owner or BYPASSRLS.
+//
+// A superuser has everything; a missing publication or target table is not
+// a privilege problem and is left to the checks that name those.
 func checkPrivileges(ctx context.Context, source, target *pgx.Conn, cfg *Config) error {
 	tables, err := listPublishedOps(ctx, source, cfg.Publications)
 	if err != nil {

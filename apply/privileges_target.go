@@ -10,8 +10,6 @@ import (
 	"github.com/walapply/walapply/migrations"
 )
 
-// The target's part of the privilege check (privileges.go).
-
 // originFunctions are the replication origin functions a run uses (all in
 // pg_catalog; their argument lists are read from the server).
 func originFunctions(cfg *Config) []string {
@@ -119,6 +117,8 @@ ORDER BY 1`
 // targetPrivilegeProblems returns what the target role lacks, in the
 // order the statements must run: walapply's schema, the origin functions,
 // the parameter, then per schema its USAGE before its tables' grants.
+//
+// The target's part of the privilege check (privileges.go).
 func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config, tables []publishedTable) ([]privilegeProblem, error) {
 	var role, database string
 	var super, canCreateDB, schemaExists, schemaOwned, schemaUsable bool

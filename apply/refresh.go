@@ -10,40 +10,8 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Tables published after an applier started: what PostgreSQL's
-// ALTER SUBSCRIPTION ... REFRESH PUBLICATION (copy_data = true) does.
+// States of a table in walapply.copy_state.status.
 //
-// walapply.copy_state is the applier's list of the tables it knows, like
-// pg_subscription_rel. Every session start compares it with the tables the
-// publications publish now (refreshTables), and the applier checks every
-// Relation message of the stream against it (tableWatch.check), since the
-// stream names a newly published table in a Relation message before the
-// first change to it.
-//
-// An applier whose initial copy finished (--copy) copies a table found at
-// a session start before it streams, in a snapshot of its own: a
-// temporary slot exports a snapshot S at its consistent point L, the
-// table is copied in S, and its row turns 'done' with L and S in the same
-// target transaction as its rows, exactly as a resumed initial copy does
-// (copy.go). Streaming then starts at the origin's progress O, which is
-// below L, and the rule of copy_filter.go skips the table's changes that
-// the copy holds: those of a transaction that committed before L and is
-// visible in S. That rule is exact whatever the table saw before: a
-// transaction that changed it before it was published committed before L
-// (the publication change is older than the slot) and so is in S; one in
-// the stream after O is in S exactly when the rule says so; and none of
-// its changes was applied before its copy, because nothing of the table
-// is applied before it is known. A kill -9 during the copy leaves the
-// table 'pending' and empty (its copy rolls back), and the next start
-// copies it again in a newer snapshot.
-//
-// A table found in the stream (its first Relation message) is copied in
-// the background while the session applies the other tables
-// (refresh_sync.go). Where that cannot be done, the session ends instead
-// (newTablesError) before anything of the table is applied: what is
-// uncommitted is rolled back, as after any transient error, and Run
-// starts the next session at once, which copies the table as above.
-
 // A table removed from the publications keeps its row with published =
 // false: the source stops sending its changes, its rows on the target
 // stay, and the stream may still bring changes it made before it was
@@ -57,8 +25,6 @@ import (
 // recorded 'not_copied' ("published, not copied" in walapply status). At
 // its first start the tables it finds are recorded 'existing': the target
 // was filled otherwise.
-
-// States of a table in walapply.copy_state.status.
 const (
 	tablePending   = "pending"
 	tableCopied    = "copied" // copied while the stream went on, not caught up yet (refresh_sync.go)
@@ -132,6 +98,40 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // and returns the watch for the stream's Relation messages. It runs at
 // every session start, after the initial copy and before streaming.
 // seen are the tables the previous session stopped for (newTablesError).
+//
+// Tables published after an applier started: what PostgreSQL's
+// ALTER SUBSCRIPTION ... REFRESH PUBLICATION (copy_data = true) does.
+//
+// walapply.copy_state is the applier's list of the tables it knows, like
+// pg_subscription_rel. Every session start compares it with the tables the
+// publications publish now (refreshTables), and the applier checks every
+// Relation message of the stream against it (tableWatch.check), since the
+// stream names a newly published table in a Relation message before the
+// first change to it.
+//
+// An applier whose initial copy finished (--copy) copies a table found at
+// a session start before it streams, in a snapshot of its own: a
+// temporary slot exports a snapshot S at its consistent point L, the
+// table is copied in S, and its row turns 'done' with L and S in the same
+// target transaction as its rows, exactly as a resumed initial copy does
+// (copy.go). Streaming then starts at the origin's progress O, which is
+// below L, and the rule of copy_filter.go skips the table's changes that
+// the copy holds: those of a transaction that committed before L and is
+// visible in S. That rule is exact whatever the table saw before: a
+// transaction that changed it before it was published committed before L
+// (the publication change is older than the slot) and so is in S; one in
+// the stream after O is in S exactly when the rule says so; and none of
+// its changes was applied before its copy, because nothing of the table
+// is applied before it is known. A kill -9 during the copy leaves the
+// table 'pending' and empty (its copy rolls back), and the next start
+// copies it again in a newer snapshot.
+//
+// A table found in the stream (its first Relation message) is copied in
+// the background while the session applies the other tables
+// (refresh_sync.go). Where that cannot be done, the session ends instead
+// (newTablesError) before anything of the table is applied: what is
+// uncommitted is rolled back, as after any transient error, and Run
+// starts the next session at once, which copies the table as above.
 func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatch, error) {
 	cfg, log := s.cfg, s.cfg.Logger
 	rec, err := readCopyRecord(ctx, s.control, cfg.Name)

@@ -8,9 +8,9 @@ import (
 	"github.com/walapply/walapply/state"
 )
 
-// The tables an applier knows, in walapply.copy_state (refresh.go).
-
 // knownTable is a table's row in walapply.copy_state.
+//
+// The tables an applier knows, in walapply.copy_state (refresh.go).
 type knownTable struct {
 	status    string
 	published bool

@@ -9,6 +9,11 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// maxSyncBuffer bounds the changes set aside for the tables being copied.
+const maxSyncBuffer = 16 << 20
+
+// tableSync is a table being copied in the background.
+//
 // A table found in the stream, copied while the session goes on applying
 // the other tables.
 //
@@ -47,11 +52,6 @@ import (
 // names X, X's definition changing meanwhile, a second table found while
 // one is being copied, and more than maxSyncBuffer bytes of changes set
 // aside (memory stays bounded).
-
-// maxSyncBuffer bounds the changes set aside for the tables being copied.
-const maxSyncBuffer = 16 << 20
-
-// tableSync is a table being copied in the background.
 type tableSync struct {
 	name    relName
 	table   *copyTable

@@ -12,6 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// Schema phases (walapply.copies.schema_phase).
+const (
+	schemaPreData  = "pre-data"
+	schemaPostData = "post-data"
+)
+
+// preData creates what plan holds on the target and records the phase,
+// in one transaction.
+//
 // walapply run --copy --schema creates on the target what the published
 // tables need, from the source's own pg_dump (schema_pgdump.go), in the
 // two halves pg_dump splits a schema into:
@@ -45,15 +54,6 @@ import (
 // with rows; an enum with other labels; a sequence a new table would own;
 // a trigger function with another body. An identical empty table, and a
 // type or function with the same definition, are left alone.
-
-// Schema phases (walapply.copies.schema_phase).
-const (
-	schemaPreData  = "pre-data"
-	schemaPostData = "post-data"
-)
-
-// preData creates what plan holds on the target and records the phase,
-// in one transaction.
 func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	cfg := c.cfg
 	d, err := findPgDump(ctx, cfg, c.version)

@@ -17,6 +17,8 @@ import (
 	"github.com/walapply/walapply/internal/secret"
 )
 
+// pgDump is a pg_dump found and its major version.
+//
 // pg_dump is the tool that writes the schema for --schema (schema.go):
 // walapply generates no DDL of its own. It is found as Config.PgDump, on
 // PATH, or in `pg_config --bindir`, and must be at least the source's
@@ -26,8 +28,6 @@ import (
 // The source's password never reaches pg_dump's command line (which ps
 // shows): it is taken out of the connection string given as --dbname and
 // passed in the child's PGPASSWORD.
-
-// pgDump is a pg_dump found and its major version.
 type pgDump struct {
 	path  string
 	major int

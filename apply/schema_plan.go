@@ -10,9 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// What --schema finds on the target before creating anything (schema.go):
-// the plan of what the pre-data section creates, or every conflict.
-
 // SchemaConflictError lists what on the target stands in the way of
 // --schema. Nothing was created.
 type SchemaConflictError struct {
@@ -89,6 +86,9 @@ const relExistsSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg
 
 // planSchema compares the source's published tables and what they need
 // with the target, and returns what pre-data creates, or every conflict.
+//
+// What --schema finds on the target before creating anything (schema.go):
+// the plan of what the pre-data section creates, or every conflict.
 func planSchema(ctx context.Context, src, tgt *pgx.Conn, tables []*copyTable) (*schemaPlan, error) {
 	tables, err := withRelatives(ctx, src, tables)
 	if err != nil {

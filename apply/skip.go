@@ -11,6 +11,25 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// The kinds of walapply.conflicts rows that record a use of --skip-lsn.
+const (
+	skipKindUsed   = "skipped_by_user"
+	skipKindPassed = "skip_lsn_passed"
+)
+
+// skipUse is a use of a --skip-lsn recorded on the target.
+type skipUse struct {
+	passed    bool         // the stream went past the LSN without meeting it
+	xid       uint32       // the transaction skipped, or the first applied past the LSN
+	commitLSN protocol.LSN // that transaction's commit (or prepare) LSN
+	at        time.Time
+}
+
+// decideSkip is the start check of a --skip-lsn flag: flag is its LSN (0:
+// none), origin the origin's progress, used its recorded use (nil: none).
+// It returns the LSN to skip (0: none), a warning to log when the flag is
+// ignored, or a permanent error when the flag cannot mean anything.
+//
 // Skipping a source transaction with --skip-lsn, as strictly as ALTER
 // SUBSCRIPTION ... SKIP (lsn = ...) does:
 //
@@ -38,25 +57,6 @@ import (
 // their prepare LSN, the LSN their errors name: the skipped one is
 // committed empty instead of prepared, and its COMMIT PREPARED or ROLLBACK
 // PREPARED then finds nothing prepared on the target and does nothing.
-
-// The kinds of walapply.conflicts rows that record a use of --skip-lsn.
-const (
-	skipKindUsed   = "skipped_by_user"
-	skipKindPassed = "skip_lsn_passed"
-)
-
-// skipUse is a use of a --skip-lsn recorded on the target.
-type skipUse struct {
-	passed    bool         // the stream went past the LSN without meeting it
-	xid       uint32       // the transaction skipped, or the first applied past the LSN
-	commitLSN protocol.LSN // that transaction's commit (or prepare) LSN
-	at        time.Time
-}
-
-// decideSkip is the start check of a --skip-lsn flag: flag is its LSN (0:
-// none), origin the origin's progress, used its recorded use (nil: none).
-// It returns the LSN to skip (0: none), a warning to log when the flag is
-// ignored, or a permanent error when the flag cannot mean anything.
 func decideSkip(flag, origin protocol.LSN, originName string, used *skipUse) (protocol.LSN, string, error) {
 	if flag == 0 {
 		return 0, "", nil

@@ -7,11 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SQL building is pure: it takes quoted names and returns statement text.
-// Identifiers are always quoted with pgx.Identifier and values are always
-// parameters (DESIGN.md invariant 7); nothing from the stream is ever
-// spliced into SQL text except through quoteIdent.
-
 // quoteIdent quotes one identifier.
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 
@@ -43,6 +38,11 @@ type matchColumn struct {
 // VALUES ($1, ...). The source's values go into identity columns too, also
 // GENERATED ALWAYS ones, as PostgreSQL's subscriber and COPY write them
 // (without the clause such a column refuses any value but DEFAULT).
+//
+// SQL building is pure: it takes quoted names and returns statement text.
+// Identifiers are always quoted with pgx.Identifier and values are always
+// parameters (DESIGN.md invariant 7); nothing from the stream is ever
+// spliced into SQL text except through quoteIdent.
 func buildInsert(table string, cols []string) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")

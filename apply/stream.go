@@ -1,5 +1,19 @@
 package apply
 
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+)
+
+// streamState is the applier's part in streamed transactions.
+//
 // Streamed in-progress transactions.
 //
 // With streaming on (pgoutput protocol 2, PostgreSQL 14+), the source does
@@ -41,20 +55,6 @@ package apply
 // in Stream Abort, which changes nothing here. Applying a streamed
 // transaction's blocks as they arrive on a second target connection, as
 // PostgreSQL's parallel apply workers do, is not implemented.
-
-import (
-	"context"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-	"time"
-
-	"github.com/walapply/walapply/protocol"
-	"github.com/walapply/walapply/state"
-)
-
-// streamState is the applier's part in streamed transactions.
 type streamState struct {
 	dir *state.SpillDir // nil when streaming is off
 	// files holds the spill file of every streamed transaction begun in

@@ -9,29 +9,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Long runs of inserts into one table, the bulk of most large transactions,
-// are replayed with COPY instead of one INSERT each: the target then parses
-// and inserts rows without per-statement overhead (executor start-up, a
-// portal per row), which is what lets the replay keep up with PostgreSQL's
-// own apply worker. The first copyMinRun inserts of a run take the ordinary
-// path, so that short runs cost no extra round trip.
-//
-// COPY behaves like the INSERT it replaces in everything the target can
-// observe: the same columns (generated ones left out, so extra target
-// columns get their defaults), values in the same text form parsed by the
-// same input functions under the same session settings, the same triggers
-// (session_replication_role = replica applies to COPY too), routing into
-// partitions, and any error aborts the target transaction. With --binary
-// the rows go in COPY's binary format, which carries the same send-format
-// bytes the INSERT would have bound; a row mixing text and binary values
-// (a type without a binary send function) takes the ordinary path, and so
-// does every insert into a table with row-level security enabled: COPY FROM
-// refuses it for a role the policies apply to, where INSERT applies them.
-//
-// The rows are read from the spill file while COPY runs: pgconn's CopyFrom
-// pulls them through copyRun.Read (on a goroutine of its own, while this one
-// waits), so memory stays bounded by one 64 KiB chunk and the largest row.
-
 // copyMinRun is the number of consecutive inserts into one relation after
 // which the rest of the run is sent with COPY.
 const copyMinRun = 64
@@ -119,7 +96,7 @@ var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\
 
 // copySQL returns the COPY statement for a relation's written columns; ok
 // is false when inserts into the relation cannot go by COPY: no column is
-// written, or the table has row-level security enabled (see above).
+// written, or the table has row-level security enabled (see copyRun).
 func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 	if e.target.RowSecurity {
 		return "", false
@@ -147,6 +124,29 @@ func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 
 // copyRun is the data of one COPY: rows in COPY's text format, encoded from
 // the spill file as CopyFrom asks for them.
+//
+// Long runs of inserts into one table, the bulk of most large transactions,
+// are replayed with COPY instead of one INSERT each: the target then parses
+// and inserts rows without per-statement overhead (executor start-up, a
+// portal per row), which is what lets the replay keep up with PostgreSQL's
+// own apply worker. The first copyMinRun inserts of a run take the ordinary
+// path, so that short runs cost no extra round trip.
+//
+// COPY behaves like the INSERT it replaces in everything the target can
+// observe: the same columns (generated ones left out, so extra target
+// columns get their defaults), values in the same text form parsed by the
+// same input functions under the same session settings, the same triggers
+// (session_replication_role = replica applies to COPY too), routing into
+// partitions, and any error aborts the target transaction. With --binary
+// the rows go in COPY's binary format, which carries the same send-format
+// bytes the INSERT would have bound; a row mixing text and binary values
+// (a type without a binary send function) takes the ordinary path, and so
+// does every insert into a table with row-level security enabled: COPY FROM
+// refuses it for a role the policies apply to, where INSERT applies them.
+//
+// The rows are read from the spill file while COPY runs: pgconn's CopyFrom
+// pulls them through copyRun.Read (on a goroutine of its own, while this one
+// waits), so memory stays bounded by one 64 KiB chunk and the largest row.
 type copyRun struct {
 	p      *replayer
 	e      *relEntry

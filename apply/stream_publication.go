@@ -12,6 +12,14 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// sqlstateUndefinedObject is what PostgreSQL 15 to 17 end the stream with
+// for a missing publication.
+const sqlstateUndefinedObject = "42704"
+
+// publicationLost returns err, the error that ended the stream, as a
+// permanent error naming the publications when the stream ended because
+// of a missing publication; any other error is returned unchanged.
+//
 // A publication can go missing while the applier streams: dropped on the
 // source, or, for a slot whose position is older than the publication,
 // not yet created at the point of the WAL being decoded (the walsender
@@ -24,14 +32,6 @@ import (
 // the publications: retrying cannot bring back what the source does not
 // send. A publication that is missing from the catalog is also what the
 // preflight of the next start reports.
-
-// sqlstateUndefinedObject is what PostgreSQL 15 to 17 end the stream with
-// for a missing publication.
-const sqlstateUndefinedObject = "42704"
-
-// publicationLost returns err, the error that ended the stream, as a
-// permanent error naming the publications when the stream ended because
-// of a missing publication; any other error is returned unchanged.
 func (s *session) publicationLost(ctx context.Context, err error) error {
 	cfg := s.cfg
 	var skipped *protocol.PublicationSkippedError

@@ -9,24 +9,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// COPY inside a group. A run of inserts into one table that the compactor
-// writes out (compact_write.go) is sent with COPY when it is long enough:
-// the target then inserts the rows in multi-row heap writes instead of one
-// executor row at a time. Timed directly on PostgreSQL 18 (rounds of 10,000
-// rows of bench's small table, alternating), an inserted row took 2.5–5.0
-// µs with text COPY against 4.8–8.2 µs through unnest(); in walbench's
-// small workload the target's CPU per drain fell from 0.84–1.15 s to
-// 0.66–0.89 s (three alternating rounds each). A table with row-level
-// security enabled keeps INSERT (stream_copy.go says why).
-//
-// COPY cannot travel in a pipelined batch (pgconn's Batch has no copy-in,
-// and the server answers a COPY with a request for its data), so a queue
-// that holds one is cut into steps: a batch of statements, a COPY, the
-// next batch, and so on, sent in order on one goroutine (stepRunner) while
-// the applier goes on preparing the next batch, as with a batch alone. The
-// steps share the target transaction; the first failure ends the run, and
-// the caller rolls back as for a failed statement.
-
 // sendStep is one part of a queue that holds a COPY: a batch of
 // statements, or one COPY with its data.
 type sendStep struct {
@@ -73,6 +55,24 @@ func (s *targetSession) closeBatch() {
 
 // queueCopy queues a COPY of rows into rel; data is kept until the batch's
 // results are read.
+//
+// COPY inside a group. A run of inserts into one table that the compactor
+// writes out (compact_write.go) is sent with COPY when it is long enough:
+// the target then inserts the rows in multi-row heap writes instead of one
+// executor row at a time. Timed directly on PostgreSQL 18 (rounds of 10,000
+// rows of bench's small table, alternating), an inserted row took 2.5–5.0
+// µs with text COPY against 4.8–8.2 µs through unnest(); in walbench's
+// small workload the target's CPU per drain fell from 0.84–1.15 s to
+// 0.66–0.89 s (three alternating rounds each). A table with row-level
+// security enabled keeps INSERT (stream_copy.go says why).
+//
+// COPY cannot travel in a pipelined batch (pgconn's Batch has no copy-in,
+// and the server answers a COPY with a request for its data), so a queue
+// that holds one is cut into steps: a batch of statements, a COPY, the
+// next batch, and so on, sent in order on one goroutine (stepRunner) while
+// the applier goes on preparing the next batch, as with a batch alone. The
+// steps share the target transaction; the first failure ends the run, and
+// the caller rolls back as for a failed statement.
 func (s *targetSession) queueCopy(rel *relEntry, sql string, data []byte) {
 	s.closeBatch()
 	s.steps = append(s.steps, sendStep{sql: sql, data: data})

@@ -13,30 +13,6 @@ import (
 	"github.com/walapply/walapply/state"
 )
 
-// Following the source through a failover (DESIGN.md invariant 9: an
-// applier is bound to its source's timeline history).
-//
-// An LSN names a place in one timeline's WAL. A promoted standby (or a
-// point-in-time recovery) starts a new timeline that shares its parent's
-// WAL up to the switch point its history file records, and writes WAL of
-// its own from there. The target's origin progress is the end of the last
-// source transaction it applied (or prepared), on the timeline recorded in
-// walapply.appliers.source_timeline: if that end is at or before the point
-// where the source's current history leaves the recorded timeline,
-// everything applied is in the new primary's history too, and streaming
-// from the origin's progress continues exactly where it stopped. If it is
-// beyond, the target holds transactions the new primary never had (the
-// standby lagged when it was promoted): no position on the new timeline
-// means "after them", and walapply refuses.
-//
-// The origin's progress is what decides, not walapply.appliers.confirmed_lsn:
-// confirmed_lsn may pass the switch point with nothing applied beyond it
-// (idle confirmations of positions without changes for the applier), which
-// costs nothing on the new timeline. Positions past the switch point mean
-// nothing there, so following a timeline brings confirmed_lsn back to the
-// switch point, and the slot position check (identity.go) keeps holding
-// the slot to what the target really has.
-
 // ErrDiverged is returned when the target holds source transactions that
 // the source's current timeline does not have.
 var ErrDiverged = errors.New("apply: the target holds transactions the source's timeline does not have")
@@ -111,6 +87,30 @@ func divergedError(applier, origin string, sw timelineSwitch) error {
 // applied. A new applier (no row yet) records them when it registers.
 // With AllowTimelineChange a refused timeline is accepted, with a warning
 // that says what is overridden.
+//
+// Following the source through a failover (DESIGN.md invariant 9: an
+// applier is bound to its source's timeline history).
+//
+// An LSN names a place in one timeline's WAL. A promoted standby (or a
+// point-in-time recovery) starts a new timeline that shares its parent's
+// WAL up to the switch point its history file records, and writes WAL of
+// its own from there. The target's origin progress is the end of the last
+// source transaction it applied (or prepared), on the timeline recorded in
+// walapply.appliers.source_timeline: if that end is at or before the point
+// where the source's current history leaves the recorded timeline,
+// everything applied is in the new primary's history too, and streaming
+// from the origin's progress continues exactly where it stopped. If it is
+// beyond, the target holds transactions the new primary never had (the
+// standby lagged when it was promoted): no position on the new timeline
+// means "after them", and walapply refuses.
+//
+// The origin's progress is what decides, not walapply.appliers.confirmed_lsn:
+// confirmed_lsn may pass the switch point with nothing applied beyond it
+// (idle confirmations of positions without changes for the applier), which
+// costs nothing on the new timeline. Positions past the switch point mean
+// nothing there, so following a timeline brings confirmed_lsn back to the
+// switch point, and the slot position check (identity.go) keeps holding
+// the slot to what the target really has.
 func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
 	cfg := s.cfg
 	var systemID string

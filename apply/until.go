@@ -8,6 +8,8 @@ import (
 	"github.com/walapply/walapply/state"
 )
 
+// UntilReached is where a run stopped by Config.Until stopped.
+//
 // Stopping at a position (Config.Until, walapply run --until): the
 // cut-over of a migration. The applier applies every source transaction
 // whose commit LSN (the LSN Begin names, the one errors and --skip-lsn use;
@@ -28,8 +30,6 @@ import (
 // on SIGUSR1), the earlier of two positions winning. The position asked
 // for and the time it was reached are recorded in walapply.appliers
 // (until_lsn, until_reached_at) for status.
-
-// UntilReached is where a run stopped by Config.Until stopped.
 type UntilReached struct {
 	// Until is the position asked for (for UntilNow, as resolved).
 	Until protocol.LSN

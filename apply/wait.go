@@ -11,17 +11,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// Running walapply inside a test (or any program) that needs to know when
-// the target has everything the source had at some moment.
-//
-// "Caught up" is judged on the source, by the slot: its confirmed_flush_lsn
-// is what the applier has confirmed as durable on the target (DESIGN.md
-// invariant 2), so once it reaches the source's WAL position taken at some
-// moment, every transaction committed on the source before that moment is
-// committed on the target. Reading the target instead would need to know
-// what to look for; reading the applier's own progress would trust the
-// thing under test.
-
 // waitPoll is how often the slot is read while waiting. The slot moves at
 // the applier's feedback rounds (Config.FeedbackInterval), so polling much
 // faster than those only costs queries.
@@ -112,6 +101,17 @@ func waitCaughtUp(ctx context.Context, source, slot string, stopped func() (bool
 
 // Runner is an applier running in the background: Run in a goroutine, with
 // what a test needs around it.
+//
+// Running walapply inside a test (or any program) that needs to know when
+// the target has everything the source had at some moment.
+//
+// "Caught up" is judged on the source, by the slot: its confirmed_flush_lsn
+// is what the applier has confirmed as durable on the target (DESIGN.md
+// invariant 2), so once it reaches the source's WAL position taken at some
+// moment, every transaction committed on the source before that moment is
+// committed on the target. Reading the target instead would need to know
+// what to look for; reading the applier's own progress would trust the
+// thing under test.
 type Runner struct {
 	cfg    Config
 	cancel context.CancelFunc

@@ -9,6 +9,30 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// coalescePause is the longest pause after a read that emptied the socket.
+// Live, a message waits at most this long more.
+const coalescePause = time.Millisecond
+
+// coalesceRcvBuf is the receive buffer asked for on a TCP replication
+// connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small enough
+// that a walsender sending a backlog of small transactions fills the window
+// within coalescePause (with 48 and 64 KiB it often did not, on
+// PostgreSQL 18), large enough that it rarely waits for walapply.
+const coalesceRcvBuf = 32 << 10
+
+// coalesceEnough is what must be waiting on the socket, after a read that
+// emptied it, for the next read not to pause: about a window, which only a
+// walsender that is ahead has queued; one that is behind trickles in a
+// message at a time. Bars of 8, 16 and 32 KiB did about as well as each
+// other in a few drains each (a backlog of one-row transactions went in
+// 26,000-171,000 segments, against 5,000-273,000 without the bar and the
+// small buffer); the whole window is kept because only a walsender that is
+// ahead can have that much queued.
+const coalesceEnough = 32 << 10
+
+// coalescingConn is a net.Conn whose reads pause after one that found the
+// socket empty.
+//
 // Read coalescing on the replication connection.
 //
 // The walsender writes every message with a send() of its own. Over TCP, a
@@ -36,30 +60,6 @@ import (
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
 // read that filled the caller's buffer is followed by another at once.
-
-// coalescePause is the longest pause after a read that emptied the socket.
-// Live, a message waits at most this long more.
-const coalescePause = time.Millisecond
-
-// coalesceRcvBuf is the receive buffer asked for on a TCP replication
-// connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small enough
-// that a walsender sending a backlog of small transactions fills the window
-// within coalescePause (with 48 and 64 KiB it often did not, on
-// PostgreSQL 18), large enough that it rarely waits for walapply.
-const coalesceRcvBuf = 32 << 10
-
-// coalesceEnough is what must be waiting on the socket, after a read that
-// emptied it, for the next read not to pause: about a window, which only a
-// walsender that is ahead has queued; one that is behind trickles in a
-// message at a time. Bars of 8, 16 and 32 KiB did about as well as each
-// other in a few drains each (a backlog of one-row transactions went in
-// 26,000-171,000 segments, against 5,000-273,000 without the bar and the
-// small buffer); the whole window is kept because only a walsender that is
-// ahead can have that much queued.
-const coalesceEnough = 32 << 10
-
-// coalescingConn is a net.Conn whose reads pause after one that found the
-// socket empty.
 type coalescingConn struct {
 	net.Conn
 	pause    time.Duration

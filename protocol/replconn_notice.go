@@ -7,6 +7,9 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
+// PublicationSkippedError ends a stream whose walsender skipped a
+// publication.
+//
 // A walsender of PostgreSQL 18 that does not find a publication it was
 // asked for only warns, `WARNING: skipped loading publication "x"`
 // (SQLSTATE 55000, object_not_in_prerequisite_state), and sends nothing of
@@ -21,9 +24,6 @@ import (
 // looking for the requested names in it. Another warning with that SQLSTATE
 // on a replication stream is not expected; it ends the stream too, which
 // stops rather than risks losing changes. Other notices are skipped.
-
-// PublicationSkippedError ends a stream whose walsender skipped a
-// publication.
 type PublicationSkippedError struct {
 	// Publications are the requested publications the warning names
 	// (empty if it names none of them).

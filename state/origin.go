@@ -13,14 +13,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// The target's replication origin is walapply's durable progress (DESIGN.md
-// invariant 1): every target transaction that applies a source transaction
-// advances it inside that same transaction, so the origin's progress and the
-// applied data commit or vanish together.
-//
-// The functions here need a role that may call the pg_replication_origin_*
-// functions: a superuser, or one granted EXECUTE on them.
-
 // Querier runs SQL on the target. *pgx.Conn and pgx.Tx implement it.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -117,6 +109,14 @@ func DropOrigin(ctx context.Context, q Querier, name string) error {
 // (FlushTracker.Durable); without flush it may include commits still in the
 // target's WAL buffers. exists is false if there is no such origin; an
 // origin that was never advanced has progress InvalidLSN.
+//
+// The target's replication origin is walapply's durable progress (DESIGN.md
+// invariant 1): every target transaction that applies a source transaction
+// advances it inside that same transaction, so the origin's progress and the
+// applied data commit or vanish together.
+//
+// The functions here need a role that may call the pg_replication_origin_*
+// functions: a superuser, or one granted EXECUTE on them.
 func OriginProgress(ctx context.Context, q Querier, name string, flush bool) (lsn protocol.LSN, exists bool, err error) {
 	var text *string
 	err = q.QueryRow(ctx, `SELECT pg_catalog.pg_replication_origin_progress(roname, $2)::text

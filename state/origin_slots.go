@@ -9,6 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// NoOriginSlotError is the error of SessionSetup and AdvanceOrigin when the
+// target has no free replication state slot for the origin. Retrying does
+// not help: a slot frees up only when an origin is dropped, and the limit
+// changes only with a restart of the target.
+//
 // Replication state slots. An origin's progress lives in shared memory, in
 // one of a fixed number of replication state slots: max_replication_slots
 // of them, and from PostgreSQL 18 on max_active_replication_origins. An
@@ -17,11 +22,6 @@ import (
 // (checked on PostgreSQL 15 and 18). When none is free, the server fails
 // with SQLSTATE 53400 and a message that names neither the setting nor
 // walapply's part in it; NoOriginSlotError says both.
-
-// NoOriginSlotError is the error of SessionSetup and AdvanceOrigin when the
-// target has no free replication state slot for the origin. Retrying does
-// not help: a slot frees up only when an origin is dropped, and the limit
-// changes only with a restart of the target.
 type NoOriginSlotError struct {
 	Origin string
 	// Setting is the target's limit on replication state slots and Limit

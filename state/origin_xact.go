@@ -8,13 +8,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// The origin advance of an applied transaction (DESIGN.md invariant 1) is
-// spelled here only: the SQL each path queues, the text form of its
-// parameters, and the one rewind that undoes an advance an abort made.
-// The statements are constants so that the apply session can prepare them
-// once and queue them in its pipelined batches without a round trip of
-// their own.
-
 // XactSetupSQL marks the current target transaction as replaying the source
 // transaction that ended at $1 (the end LSN as text, "X/Y") and committed at
 // $2 (a timestamptz): its commit, or its PREPARE TRANSACTION, advances the
@@ -23,6 +16,13 @@ import (
 // it inside every target transaction that applies a source transaction,
 // after SessionSetup on the connection, as its last statement before COMMIT.
 // Two-phase transactions use the GID-guarded variants below instead.
+//
+// The origin advance of an applied transaction (DESIGN.md invariant 1) is
+// spelled here only: the SQL each path queues, the text form of its
+// parameters, and the one rewind that undoes an advance an abort made.
+// The statements are constants so that the apply session can prepare them
+// once and queue them in its pipelined batches without a round trip of
+// their own.
 const XactSetupSQL = "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)"
 
 // XactSetupUnlessPreparedSQL is XactSetupSQL for a transaction about to be

@@ -9,6 +9,18 @@ import (
 	"strings"
 )
 
+// ErrSpillDirOwner: the spill directory belongs to another applier or
+// target, or holds spill files whose owner nothing shows.
+var ErrSpillDirOwner = errors.New("state: spill directory belongs to another applier or target")
+
+// spillOwnerFile is the name of the owner file.
+const spillOwnerFile = "walapply-spill-owner"
+
+// spillOwnerMagic is the first line of an owner file.
+const spillOwnerMagic = "walapply spill directory"
+
+// spillOwner is what an owner file says.
+//
 // The owner file of a spill directory.
 //
 // Spill files are named by source xid, and one source feeds any number of
@@ -34,18 +46,6 @@ import (
 //
 // The owner file is created exclusively, so of two starts claiming one
 // directory at once, one wins and the other reads the winner's file.
-
-// ErrSpillDirOwner: the spill directory belongs to another applier or
-// target, or holds spill files whose owner nothing shows.
-var ErrSpillDirOwner = errors.New("state: spill directory belongs to another applier or target")
-
-// spillOwnerFile is the name of the owner file.
-const spillOwnerFile = "walapply-spill-owner"
-
-// spillOwnerMagic is the first line of an owner file.
-const spillOwnerMagic = "walapply spill directory"
-
-// spillOwner is what an owner file says.
 type spillOwner struct {
 	applier, target string
 }
@@ -86,7 +86,7 @@ func validSpillTarget(target string) error {
 	return nil
 }
 
-// claim makes sure the directory is d's own (see above).
+// claim makes sure the directory is d's own (see spillOwner).
 func (d *SpillDir) claim() error {
 	path := filepath.Join(d.dir, spillOwnerFile)
 	for attempt := 0; ; attempt++ {
