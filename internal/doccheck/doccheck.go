@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"testing"
 )
 
 // MinLines is the size from which a detached comment block counts as a
@@ -102,4 +103,20 @@ func insideOrTrailing(fset *token.FileSet, f *ast.File, cg *ast.CommentGroup, li
 		}
 	}
 	return false
+}
+
+// Check fails t when a design comment of the package in the current
+// directory (a test's) stands detached from any declaration, where go doc
+// does not show it.
+func Check(t testing.TB) {
+	t.Helper()
+	found, err := Detached(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("%d comment blocks attached to no declaration, so go doc shows none of them; "+
+			"move each onto the declaration it is about (no blank line between), or into doc.go:\n%s",
+			len(found), strings.Join(found, "\n"))
+	}
 }
