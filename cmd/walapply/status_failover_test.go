@@ -19,15 +19,11 @@ import (
 func TestStatusFailoverSlot(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
-		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
-		for _, c := range []*testenv.Cluster{pair.Source, pair.Target} {
-			statusMust(t, c.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"))
-		}
-		statusMust(t, pair.Source.Exec(ctx, "CREATE PUBLICATION p FOR TABLE t"))
+		pair := statusPair(t, version)
 		source, target := pair.Source.ConnString(""), pair.Target.ConnString("")
-		r, err := apply.Start(ctx, apply.Config{Source: source, Target: target, Slot: "fo_slot", CreateSlot: true, Failover: true,
-			Publications: []string{"p"}, Name: "fo", FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
-			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		cfg := statusApplier(t, source, target, "fo_slot")
+		cfg.Name, cfg.Failover = "fo", true
+		r, err := apply.Start(ctx, cfg)
 		if version < 17 {
 			var pe *apply.PreflightError
 			if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--failover needs PostgreSQL 17") {

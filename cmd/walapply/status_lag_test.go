@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
 )
@@ -20,16 +19,11 @@ import (
 func TestStatusLagReplicationRole(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
-		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
-		for _, c := range []*testenv.Cluster{pair.Source, pair.Target} {
-			statusMust(t, c.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"))
-		}
-		statusMust(t, pair.Source.Exec(ctx, "CREATE PUBLICATION p FOR TABLE t; CREATE ROLE walapply_source LOGIN REPLICATION"))
+		pair := statusPair(t, version)
+		statusMust(t, pair.Source.Exec(ctx, "CREATE ROLE walapply_source LOGIN REPLICATION"))
 		source := strings.Replace(pair.Source.ConnString(""), "//postgres@", "//walapply_source@", 1)
 		target := pair.Target.ConnString("")
-		r, err := apply.Start(ctx, apply.Config{Source: source, Target: target, Slot: "lag", CreateSlot: true,
-			Publications: []string{"p"}, FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
-			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		r, err := apply.Start(ctx, statusApplier(t, source, target, "lag"))
 		statusMust(t, err)
 		defer r.Stop()
 		statusMust(t, r.WaitCaughtUp(ctx))

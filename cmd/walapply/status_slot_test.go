@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
 )
@@ -17,15 +16,11 @@ import (
 func TestStatusSlotMissing(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
-		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
-		for _, c := range []*testenv.Cluster{pair.Source, pair.Target} {
-			statusMust(t, c.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"))
-		}
-		statusMust(t, pair.Source.Exec(ctx, "CREATE PUBLICATION p FOR TABLE t"))
+		pair := statusPair(t, version)
 		source, target := pair.Source.ConnString(""), pair.Target.ConnString("")
-		r, err := apply.Start(ctx, apply.Config{Source: source, Target: target, Slot: "gone_slot", CreateSlot: true,
-			Publications: []string{"p"}, Name: "gone", FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
-			Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		cfg := statusApplier(t, source, target, "gone_slot")
+		cfg.Name = "gone"
+		r, err := apply.Start(ctx, cfg)
 		statusMust(t, err)
 		statusMust(t, r.WaitCaughtUp(ctx))
 		statusMust(t, r.Stop())

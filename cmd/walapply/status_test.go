@@ -200,6 +200,27 @@ func statusJSON(t *testing.T, ctx context.Context, args ...string) statusReport 
 	return rep
 }
 
+// statusPair is where the status tests start: a pair with table t on both
+// sides and publication p of it on the source.
+func statusPair(t *testing.T, version int) *testenv.Pair {
+	t.Helper()
+	ctx := context.Background()
+	pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
+	for _, c := range []*testenv.Cluster{pair.Source, pair.Target} {
+		statusMust(t, c.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"))
+	}
+	statusMust(t, pair.Source.Exec(ctx, "CREATE PUBLICATION p FOR TABLE t"))
+	return pair
+}
+
+// statusApplier is the applier the status tests run on p: it creates its
+// slot, confirms often and logs warnings to the test.
+func statusApplier(t *testing.T, source, target, slot string) apply.Config {
+	return apply.Config{Source: source, Target: target, Slot: slot, CreateSlot: true,
+		Publications: []string{"p"}, FeedbackInterval: 50 * time.Millisecond, ProgressInterval: -1,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
+}
+
 func statusMust(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
