@@ -23,6 +23,7 @@ func (l testLog) Write(p []byte) (int, error) {
 // binary built from this module must drain every backlog, and after every
 // drain source and target must have been compared and found identical.
 func TestBenchSmoke(t *testing.T) {
+	testenv.SkipShort(t)
 	versions, err := testenv.Versions()
 	if err != nil {
 		t.Fatal(err)

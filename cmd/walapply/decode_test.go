@@ -229,9 +229,6 @@ func decodeSlotFlush(t *testing.T, ctx context.Context, conn *pgx.Conn, slot str
 }
 
 func TestDecodeCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: needs a PostgreSQL cluster")
-	}
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
