@@ -53,15 +53,6 @@ func replConnect(t *testing.T, ctx context.Context, c *testenv.Cluster) *protoco
 	return rc
 }
 
-func execAll(t *testing.T, ctx context.Context, conn *pgx.Conn, sqls ...string) {
-	t.Helper()
-	for _, sql := range sqls {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-}
-
 func TestReplConnCommands(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := replTestCtx(t)
