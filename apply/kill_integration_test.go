@@ -24,9 +24,9 @@ var (
 // walapplyBinary builds cmd/walapply once per test binary: the kill tests
 // need a process of its own to SIGKILL. Under -short the test skips
 // instead (testenv.SkipShort).
-func walapplyBinary(t *testing.T) string {
-	t.Helper()
-	testenv.SkipShort(t)
+func walapplyBinary(tb testing.TB) string {
+	tb.Helper()
+	testenv.SkipShort(tb)
 	binaryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "walapply-bin-")
 		if err != nil {
@@ -40,7 +40,7 @@ func walapplyBinary(t *testing.T) string {
 		}
 	})
 	if binaryErr != nil {
-		t.Fatal(binaryErr)
+		tb.Fatal(binaryErr)
 	}
 	return binaryPath
 }
