@@ -28,11 +28,7 @@ func TestRecoverLeftovers(t *testing.T) {
 		defer conn.Close(ctx)
 		exec := func(sqls ...string) {
 			t.Helper()
-			for _, s := range sqls {
-				if _, err := conn.Exec(ctx, s); err != nil {
-					t.Fatalf("%s: %v", s, err)
-				}
-			}
+			testenv.MustExecConn(t, ctx, conn, sqls...)
 		}
 		exec(`CREATE TABLE t (id int)`, `BEGIN`, `INSERT INTO t VALUES (1)`, PrepareSQL("src"))
 		var xid string

@@ -224,11 +224,7 @@ func TestDecodeCommand(t *testing.T) {
 		defer conn.Close(context.Background())
 		exec := func(sqls ...string) {
 			t.Helper()
-			for _, sql := range sqls {
-				if _, err := conn.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
+			testenv.MustExecConn(t, ctx, conn, sqls...)
 		}
 		exec("CREATE TYPE mood AS ENUM ('sad', 'happy')",
 			"CREATE TABLE t (id int PRIMARY KEY, v text, m mood)",
