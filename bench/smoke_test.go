@@ -6,17 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/bench"
 	"github.com/walapply/walapply/testenv"
 )
-
-// testLog writes the harness's progress lines to the test log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // TestBenchSmoke runs the whole harness at 1% of every workload (the
 // initial copy included), one run per applier, on the newest selected PostgreSQL version: the walapply
@@ -36,7 +29,7 @@ func TestBenchSmoke(t *testing.T) {
 		Runs:         1,
 		Scale:        0.01,
 		DrainTimeout: time.Minute,
-		Log:          testLog{t},
+		Log:          zerolog.NewTestWriter(t), // the harness's progress lines, in the test log
 	})
 	if err != nil {
 		t.Fatal(err)
