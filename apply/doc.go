@@ -151,12 +151,14 @@
 //     a failed COMMIT or PREPARE).
 //   - The target: target.go (the pipelined session), target_copy.go (COPY
 //     in a batch), statements.go, sqlbuild.go, catalog.go, relcache.go,
-//     registry.go (the walapply schema), errors.go, errdetail.go.
+//     registry.go (the walapply schema), registry_read.go (ReadRegistered,
+//     for walapply status), errors.go, errdetail.go.
 //   - Compaction: compact.go (net state), compact_write.go (write-out),
 //     compact_rows.go (rows as array parameters), compact_order.go.
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go.
-//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go.
+//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
+//     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.

@@ -232,7 +232,7 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: err}
 	}
 	delete(a.tp.prepared, gid)
-	delete(a.tp.leftovers, gid)
+	a.tp.leftovers.Finished(gid)
 	a.tpApplied(f.end, f.at)
 	a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what())
 	return nil
