@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
@@ -67,10 +68,7 @@ func TestTypeErrorNamesColumn(t *testing.T) {
 			}
 			h.expect(fmt.Sprintf("SELECT count(*)::text FROM mark WHERE id = %d", mark), "0")
 			h.expect("SELECT count(*)::text FROM tv", fmt.Sprint(rows))
-			// Each case has an applier of its own: its origin and slot go,
-			// so that the target's origin slots do not run out.
-			h.target("SELECT pg_replication_origin_drop('walapply_" + slot + "')")
-			h.source("SELECT pg_drop_replication_slot('" + slot + "')")
+			h.dropApplier(slot)
 		}
 		slot := func() string {
 			n++
@@ -153,6 +151,69 @@ func TestTypeErrorNamesColumn(t *testing.T) {
 			h.source(fmt.Sprintf(`BEGIN; INSERT INTO mark VALUES (%d); UPDATE tv SET m = 7 WHERE id = 2000; UPDATE tv SET %s WHERE id = 2001; COMMIT`, id, set))
 			run(name, fmt.Sprintf("update %s (no grouping: %v)", c.col, c.noGroup), c.noGroup, id, want, 2)
 			h.expect("SELECT m::text FROM tv WHERE id = 2000", "1")
+		}
+	})
+}
+
+// dropApplier drops a stopped applier's slot and origin (the target has
+// few origin slots), once their walsender and session have gone: both exit
+// a moment after the applier.
+func (h *harness) dropApplier(slot string) {
+	h.t.Helper()
+	h.waitSlotInactive(slot)
+	h.source("SELECT pg_drop_replication_slot('" + slot + "')")
+	conn, err := h.pair.Target.Connect(h.ctx, "postgres")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close(h.ctx)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := conn.Exec(h.ctx, "SELECT pg_replication_origin_drop('walapply_"+slot+"')")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("dropping the origin of %s: %v", slot, err)
+		}
+	}
+}
+
+// TestTypeErrorNumericAndBinary: the same for numeric precision, and for
+// values sent in binary (--binary): a plain statement and a group's
+// compacted one each name the column and the value's shape.
+func TestTypeErrorNumericAndBinary(t *testing.T) {
+	t.Parallel()
+	forEachVersionAndFormat(t, func(t *testing.T, version int, binary bool) {
+		h := newHarness(t, version, nil, nil)
+		h.source(`CREATE TABLE tb (id int PRIMARY KEY, a varchar(20), b varchar(20), p numeric(10,2), q numeric(10,2))`,
+			`CREATE PUBLICATION pub FOR TABLE tb`)
+		h.target(`CREATE TABLE tb (id int PRIMARY KEY, a varchar(10), b varchar(10), p numeric(5,2), q numeric(5,2))`)
+		// Binary values are described by their text form too.
+		long, wide := "a value of 12 characters", "a number with 6 digits before the decimal point and 2 after"
+		for n, c := range []struct {
+			noGroup bool
+			txns    []string
+			want    string
+		}{
+			{true, []string{`INSERT INTO tb VALUES (1, 'ok', 'fine', 1, 2), (2, 'ok', 'twelve chars', 1, 2)`},
+				`INSERT on "public"."tb": column "b" (character varying(10) on the target), ` + long + `: ERROR: value too long for type character varying(10) (SQLSTATE 22001)`},
+			{false, []string{`INSERT INTO tb VALUES (10, 'ok', 'fine', 1, 2)`, `INSERT INTO tb VALUES (11, 'ok', 'fine', 1, 2), (12, 'ok', 'fine', 1, 123456.78)`,
+				`INSERT INTO tb VALUES (13, 'ok', 'fine', 1, 2)`},
+				`INSERT on "public"."tb": column "q" (numeric(5,2) on the target), ` + wide + `: ERROR: numeric field overflow (SQLSTATE 22003)`},
+		} {
+			slot := fmt.Sprintf("tb%d", n)
+			h.createSlot(slot)
+			h.source(c.txns...)
+			cfg := h.config(slot, "pub")
+			cfg.NoGroupCommit, cfg.Binary = c.noGroup, binary
+			err := runUntilError(t, cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("want an error with\n%s\ngot %v", c.want, err)
+			} else {
+				t.Logf("%v", err)
+			}
+			h.expect("SELECT count(*)::text FROM tb", fmt.Sprint(n)) // the group's first transaction only
+			h.dropApplier(slot)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -117,7 +118,7 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 		var probe *pgconn.PgError
 		if errors.As(perr, &probe) && probe.Code == pgErr.Code {
 			return &columnError{columns: []string{quoteIdent(e.rel.Columns[i].Name)}, typ: tc.TypeName,
-				value: valueShape(c), err: err}
+				value: a.describeValue(ctx, tc, c), err: err}
 		}
 		if perr != nil && !errors.As(perr, &probe) {
 			return err // the control connection failed: leave the error as it was
@@ -151,6 +152,29 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
+// describeValue is valueShape of a value, a binary one read in its text
+// form on the target first (its length and, for a number, its digits say
+// more than its size in bytes).
+func (a *applier) describeValue(ctx context.Context, tc *targetColumn, c *protocol.TupleColumn) string {
+	if c.Kind != protocol.ColumnBinary {
+		return valueShape(c)
+	}
+	rr := a.catalog.PgConn().ExecParams(ctx,
+		`SELECT pg_catalog.length(_v.t)::pg_catalog.text, pg_catalog."left"(_v.t, $2) FROM (SELECT $1::pg_catalog.text AS t) _v`,
+		[][]byte{c.Data, []byte(fmt.Sprint(maxShapeDigits + 1))}, []uint32{tc.TypeOID, 23}, []int16{1, 0}, nil)
+	var n, prefix []byte
+	for rr.NextRow() {
+		n, prefix = slices.Clone(rr.Values()[0]), slices.Clone(rr.Values()[1])
+	}
+	if _, err := rr.Close(); err != nil || n == nil {
+		return valueShape(c)
+	}
+	if before, after, ok := numberShape(prefix); ok {
+		return numberText(before, after)
+	}
+	return "a value of " + string(n) + " characters"
+}
+
 // maxShapeDigits bounds the digits valueShape counts as a number: a
 // longer string of digits is described by its length only.
 const maxShapeDigits = 1000
@@ -163,15 +187,19 @@ func valueShape(c *protocol.TupleColumn) string {
 		return fmt.Sprintf("a binary value of %d bytes", len(c.Data))
 	}
 	if before, after, ok := numberShape(c.Data); ok {
-		if after == 0 {
-			return fmt.Sprintf("a number with %d digits", before)
-		}
-		return fmt.Sprintf("a number with %d digits before the decimal point and %d after", before, after)
+		return numberText(before, after)
 	}
 	if !utf8.Valid(c.Data) {
 		return fmt.Sprintf("a value of %d bytes", len(c.Data))
 	}
 	return fmt.Sprintf("a value of %d characters", utf8.RuneCount(c.Data))
+}
+
+func numberText(before, after int) string {
+	if after == 0 {
+		return fmt.Sprintf("a number with %d digits", before)
+	}
+	return fmt.Sprintf("a number with %d digits before the decimal point and %d after", before, after)
 }
 
 // numberShape counts the digits of a plain decimal number (an optional
