@@ -54,7 +54,7 @@ func Run(ctx context.Context, c Config) error {
 		if cfg.retryUngrouped(err, &te) { // errors.go
 			// Apply what came before the failed transaction one by one,
 			// so that the error stops exactly at it (see group.go).
-			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group; retrying without grouping up to it")
+			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group or on a value; retrying without grouping up to it")
 			cfg.noGroupThrough = te.CommitLSN
 			continue
 		}
