@@ -201,7 +201,7 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
 		}
-		if a.sess.full() || a.checking() { // valuecheck.go
+		if a.sess.full() || a.checks(msg) { // valuecheck.go
 			if failed, err := a.flushChange(ctx, msg); err != nil {
 				return ev, a.failStmt(ctx, failed, err)
 			}

@@ -130,7 +130,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if err := a.change(ctx, msg); err != nil {
 				return a.fail(ctx, err)
 			}
-			if a.sess.full() || a.checking() {
+			if a.sess.full() || a.checks(msg) {
 				if failed, err := a.flushChange(ctx, msg); err != nil {
 					return a.failStmt(ctx, failed, err)
 				}

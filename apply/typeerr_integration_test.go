@@ -17,7 +17,8 @@ import (
 // exactly that column and the value's shape, never the value, whether
 // the change went as its own statement, in a compacted multi-row
 // statement of a group of several transactions, in a COPY run (also of a
-// streamed transaction), or as an UPDATE; and nothing of the failed
+// streamed transaction), or as an UPDATE; the same for a domain's CHECK
+// constraint, which names the domain; and nothing of the failed
 // transaction is applied.
 func TestTypeErrorNamesColumn(t *testing.T) {
 	t.Parallel()
@@ -25,9 +26,11 @@ func TestTypeErrorNamesColumn(t *testing.T) {
 		// Transactions past 64kB are streamed (the streamed COPY case).
 		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
 		h.source(`CREATE TABLE tv (id int PRIMARY KEY, a text, b text, m bigint, n bigint)`,
-			`CREATE TABLE mark (id int PRIMARY KEY)`, `CREATE PUBLICATION pub FOR TABLE tv, mark`)
+			`CREATE TABLE mark (id int PRIMARY KEY)`, `CREATE TABLE td (id int PRIMARY KEY, x text, y text)`,
+			`CREATE PUBLICATION pub FOR TABLE tv, mark, td`)
 		h.target(`CREATE TABLE tv (id int PRIMARY KEY, a varchar(10), b varchar(10), m int, n int)`,
-			`CREATE TABLE mark (id int PRIMARY KEY)`)
+			`CREATE TABLE mark (id int PRIMARY KEY)`, `CREATE DOMAIN code AS text CHECK (VALUE <> 'bad')`,
+			`CREATE TABLE td (id int PRIMARY KEY, x code, y code)`)
 		long := `'` + strings.Repeat("é", 12) + `'` // 12 characters, 24 bytes
 		const big = "99999999999"
 		tooLong := func(col string) string {
@@ -128,6 +131,12 @@ func TestTypeErrorNamesColumn(t *testing.T) {
 			INSERT INTO tv VALUES %s; INSERT INTO tv SELECT g, 'ok', 'fine', g, g FROM generate_series(4501, 4999) g; COMMIT`,
 			id, row(4500, "b")))
 		run(name, "streamed copy", false, id, `INSERT on "public"."tv": `+tooLong("b"), 0)
+
+		// A domain's CHECK constraint names the domain, not the column.
+		name = slot()
+		id = 5000
+		h.source(fmt.Sprintf(`BEGIN; INSERT INTO mark VALUES (%d); INSERT INTO td VALUES (1, 'ok', 'ok'), (2, 'ok', 'bad'); COMMIT`, id))
+		run(name, "domain", false, id, `INSERT on "public"."td": column "y" (public.code on the target), a value of 3 characters: ERROR: value for domain public.code violates check constraint "code_check" (SQLSTATE 23514)`, 0)
 
 		// UPDATE, as its own statement and compacted.
 		h.target(`INSERT INTO tv VALUES (2000, 'ok', 'fine', 1, 2), (2001, 'ok', 'fine', 1, 2)`)

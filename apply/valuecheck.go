@@ -50,6 +50,19 @@ func (a *applier) checking() bool {
 	return a.noGroupThrough != 0 && a.txn.finalLSN == a.noGroupThrough
 }
 
+// checks reports whether msg, a change, is sent on its own (checking):
+// an INSERT or UPDATE, whose values a column may refuse.
+func (a *applier) checks(msg protocol.Message) bool {
+	if !a.checking() {
+		return false
+	}
+	switch msg.(type) {
+	case *protocol.Insert, *protocol.Update:
+		return true
+	}
+	return false
+}
+
 // flushChange sends what is queued and reads the results; in the checked
 // transaction an error about a value of msg names its column.
 func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*queuedStmt, error) {
@@ -68,26 +81,25 @@ func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*queue
 const valueProbeSQL = `SELECT pg_catalog.json_populate_record(NULL::%s, pg_catalog.json_build_object($1::pg_catalog.text, $2::pg_catalog.text)) IS NULL`
 
 // checkValues returns err with the column named whose value the target
-// rejects, when err is a value error (SQLSTATE class 22) of q, the
+// rejects, when err is a value error (isValueError) of q, the
 // statement of msg, an INSERT or UPDATE. Candidates are the columns
 // withColumn narrows the error down to, else every column written; the
 // first whose value alone the target rejects with the same SQLSTATE is
 // named. Otherwise err is returned unchanged.
 func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.Message, err error) error {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.target == nil || a.catalog == nil || !errors.As(err, &pgErr) ||
-		!strings.HasPrefix(pgErr.Code, "22") {
+	if q == nil || q.rel == nil || q.rel.target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
 		return err
 	}
 	e := q.rel
 	var t *protocol.TupleData
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if m.RelationID == e.rel.RelationID {
+		if m.RelationID == e.rel.RelationID && q.op == opInsert {
 			t = &m.New
 		}
 	case *protocol.Update:
-		if m.RelationID == e.rel.RelationID {
+		if m.RelationID == e.rel.RelationID && q.op == opUpdate {
 			t = &m.New
 		}
 	}
@@ -229,13 +241,22 @@ func numberShape(b []byte) (before, after int, ok bool) {
 	return before, len(frac), true
 }
 
+// isValueError reports whether the target rejected a value for its type:
+// a data exception (SQLSTATE class 22: too long, out of range, invalid
+// syntax), or a domain's CHECK constraint, which names the domain, not the
+// column (a table's CHECK constraint names the relation and constraint and
+// is not one).
+func isValueError(e *pgconn.PgError) bool {
+	return strings.HasPrefix(e.Code, "22") || e.Code == "23514" && strings.HasPrefix(e.Message, "value for domain ")
+}
+
 // unchecked reports whether err, of statement q, is a value error from the
-// target (SQLSTATE class 22) on an INSERT, UPDATE or COPY whose value was
-// not checked yet (checkValues): Run's retry then checks it.
+// target (isValueError) on an INSERT, UPDATE or COPY whose value was not
+// checked yet (checkValues): Run's retry then checks it.
 func unchecked(q *queuedStmt, err error) bool {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
-		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") {
+	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
+		strings.Contains(pgErr.Message, "column") {
 		return false
 	}
 	if q.op != opInsert && q.op != opUpdate && q.op != opCopy {

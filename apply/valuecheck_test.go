@@ -52,6 +52,8 @@ func TestUncheckedRetry(t *testing.T) {
 		{"delete", &queuedStmt{op: opDelete, rel: rel}, tooLong, false},
 		{"not a value error", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23505"}, false},
 		{"names its column", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "22004", Message: `null value in column "v"`}, false},
+		{"a domain's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `value for domain public.code violates check constraint "c"`}, true},
+		{"a table's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `new row for relation "t" violates check constraint "c"`}, false},
 		{"no relation", &queuedStmt{op: opInsert}, tooLong, false},
 		{"no statement", nil, tooLong, false},
 	} {
