@@ -41,7 +41,7 @@ func Run(ctx context.Context, c Config) error {
 		var nt *newTablesError
 		if errors.As(err, &nt) {
 			// Not a failure: the next session copies them (refresh.go).
-			log.Info().Str("tables", relNames(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			log.Info().Str("relations", logRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
