@@ -148,20 +148,11 @@ func candidateColumns(q *queuedStmt, err error) []int {
 	}
 	var idx []int
 	for i, c := range q.rel.rel.Columns {
-		if q.rel.tcol[i] >= 0 && containsString(ce.columns, quoteIdent(c.Name)) {
+		if q.rel.tcol[i] >= 0 && slices.Contains(ce.columns, quoteIdent(c.Name)) {
 			idx = append(idx, i)
 		}
 	}
 	return idx
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // describeValue is valueShape of a value, a binary one read in its text
