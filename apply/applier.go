@@ -201,8 +201,8 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
 		}
-		if a.sess.full() {
-			if failed, err := a.sess.flush(ctx); err != nil {
+		if a.sess.full() || a.checks(msg) { // valuecheck.go
+			if failed, err := a.flushChange(ctx, msg); err != nil {
 				return ev, a.failStmt(ctx, failed, err)
 			}
 		}
@@ -371,9 +371,7 @@ func (a *applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 func (a *applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
-	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
-		te.vague = true
-	}
+	te.vague = unchecked(q, err) // Run's retry checks the value (valuecheck.go)
 	if q != nil {
 		te.otherUnique = isOtherUnique(q.rel, err)
 	}

@@ -228,7 +228,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		defer ts.wg.Done()
 		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
-	cfg.Logger.Info().Str("table", t.String()).
+	cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
 }
@@ -350,7 +350,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("table", ts.table.String()).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", logRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

@@ -108,7 +108,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if ins.RelationID != runRel {
 				runRel, run = ins.RelationID, 0
 			}
-			if run++; run > copyMinRun {
+			if run++; run > copyMinRun && !a.checking() { // valuecheck.go: one by one
 				copied, err := a.copyInserts(ctx, p, ins)
 				if err != nil {
 					return err
@@ -130,8 +130,8 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if err := a.change(ctx, msg); err != nil {
 				return a.fail(ctx, err)
 			}
-			if a.sess.full() {
-				if failed, err := a.sess.flush(ctx); err != nil {
+			if a.sess.full() || a.checks(msg) {
+				if failed, err := a.flushChange(ctx, msg); err != nil {
 					return a.failStmt(ctx, failed, err)
 				}
 			}
