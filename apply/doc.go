@@ -152,7 +152,8 @@
 //   - The target: target.go (the pipelined session), target_copy.go (COPY
 //     in a batch), statements.go, sqlbuild.go, catalog.go, relcache.go,
 //     registry.go (the walapply schema), registry_read.go (ReadRegistered,
-//     for walapply status), errors.go, errdetail.go.
+//     for walapply status), errors.go, errdetail.go,
+//     valuecheck.go (which column a rejected value is in).
 //   - Compaction: compact.go (net state), compact_write.go (write-out),
 //     compact_rows.go (rows as array parameters), compact_order.go.
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
