@@ -335,11 +335,11 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
 	conflict, fail := a.wraps(kind)
 	if conflict != "" {
-		a.appendRecordParams(e, a.sess.keys[keyStart:])
+		a.appendRecordParams(e, a.queue.keys[keyStart:])
 	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
 	if !fail {
-		a.sess.queued[len(a.sess.queued)-1].conflict = conflict
+		a.queue.last().conflict = conflict
 	}
 }
 
@@ -443,11 +443,11 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protoco
 	for _, i := range e.key {
 		a.addParam(&m.New.Columns[i])
 	}
-	keyStart := len(a.sess.keys)
-	a.sess.keys = a.renderTupleKey(a.sess.keys, e, &m.New)
-	a.appendRecordParams(e, a.sess.keys[keyStart:])
-	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-	q := &a.sess.queued[len(a.sess.queued)-1]
+	keyStart := len(a.queue.keys)
+	a.queue.keys = a.renderTupleKey(a.queue.keys, e, &m.New)
+	a.appendRecordParams(e, a.queue.keys[keyStart:])
+	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
+	q := a.queue.last()
 	q.conflict = ConflictUpdateExists
 	return nil
 }
