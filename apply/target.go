@@ -340,7 +340,7 @@ type batchOutcome struct {
 // noteResult checks one statement's result: the keys a self-recording
 // statement returned are passed on, the first error is kept in o, and an
 // UPDATE or DELETE that changed fewer rows than it should is reported.
-func (s *targetSession) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
+func (s *stmtQueue) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
 	if q.conflict != "" && s.conflicted != nil {
 		for _, k := range r.conflicts {
 			s.conflicted(q, k)

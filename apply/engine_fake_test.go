@@ -1,0 +1,401 @@
+package apply
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// fakeTarget is a recording target (applier_target.go) for the engine's
+// tests: no PostgreSQL. It writes what the applier sends, batch by batch,
+// into log: prepared statements, each statement with its parameters
+// (decoded for reading), COPY data, commit marks, rollbacks and the
+// origin's calls. Statements succeed, an UPDATE or DELETE changing the rows
+// it should, unless failAt names the statement (counted from 1 over the
+// fake's life) that fails with failCode, or missAt one that changes none.
+//
+// It differs from targetSession in one way the applier cannot see:
+// statementFor prepares at once even with a batch in flight.
+type fakeTarget struct {
+	stmtQueue
+	log []string
+
+	seq      int   // prepared statements, named s1, s2, ...
+	executed int   // statements executed so far
+	lines    []string // the queue, rendered
+	bytes    int
+	flying   *fakeBatch
+	prepared map[string]bool // GIDs prepared on the target, quoted
+	origin   protocol.LSN     // the origin's progress, as the commits set it
+	setup    protocol.LSN     // the origin advance set up in the open transaction
+
+	failAt   int
+	failCode string
+	missAt   int
+
+	tables *fakeCatalog
+}
+
+type fakeBatch struct {
+	queued []queuedStmt
+	keys   []byte
+	lines  []string
+	mark   *commitMark
+}
+
+func newFakeTarget() *fakeTarget {
+	f := &fakeTarget{prepared: map[string]bool{}, tables: newFakeCatalog()}
+	f.xactSetup = &pgconn.StatementDescription{Name: "origin_advance", SQL: state.XactSetupSQL}
+	return f
+}
+
+func (f *fakeTarget) logf(format string, args ...any) { f.log = append(f.log, fmt.Sprintf(format, args...)) }
+
+// take returns the log so far and starts a new one.
+func (f *fakeTarget) take() []string {
+	l := f.log
+	f.log = nil
+	return l
+}
+
+func (f *fakeTarget) queue() *stmtQueue { return &f.stmtQueue }
+
+func (f *fakeTarget) begin() {
+	f.firstLSN = f.txnLSN
+	f.queueSQL(opBegin, nil, "BEGIN")
+	f.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
+}
+
+func (f *fakeTarget) add(q queuedStmt, line string) {
+	f.queued = append(f.queued, q)
+	f.lines = append(f.lines, line)
+}
+
+func (f *fakeTarget) queueSQL(op opKind, rel *relEntry, sql string) {
+	f.add(queuedStmt{op: op, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql)
+	f.bytes += len(sql)
+}
+
+func (f *fakeTarget) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
+	f.add(queuedStmt{op: op, rel: rel, sql: sd.SQL, keyStart: keyStart, keyEnd: keyEnd, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN},
+		sd.Name+renderParams(params, formats))
+	for _, p := range params {
+		f.bytes += len(p) + 8
+	}
+}
+
+func (f *fakeTarget) queueExec(q queuedStmt, sql string, params [][]byte, oids []uint32, formats []int16) {
+	f.add(q, sql+" "+renderParams(params, formats))
+}
+
+func (f *fakeTarget) queueCopy(rel *relEntry, sql string, data []byte) {
+	f.add(queuedStmt{op: opCopy, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql+"\n"+renderCopy(data))
+	f.bytes += len(data)
+}
+
+func (f *fakeTarget) full() bool {
+	return len(f.queued) >= maxBatchStatements || f.bytes >= maxBatchBytes
+}
+
+func (f *fakeTarget) busy() bool { return f.flying != nil }
+
+func (f *fakeTarget) send(mark *commitMark) {
+	b := &fakeBatch{queued: f.queued, keys: f.keys, lines: f.lines, mark: mark}
+	f.logf("send")
+	for _, l := range f.lines {
+		f.logf("  %s", strings.ReplaceAll(l, "\n", "\n    "))
+	}
+	if mark != nil {
+		f.logf("  (commits %s, %d txn)", mark.end, mark.count)
+	}
+	f.flying = b
+	f.queued, f.keys, f.lines, f.bytes = nil, nil, nil, 0
+}
+
+func (f *fakeTarget) sendAsync(ctx context.Context, mark *commitMark) (*queuedStmt, error) {
+	if q, err := f.drain(ctx); err != nil {
+		return q, err
+	}
+	if len(f.queued) > 0 {
+		f.send(mark)
+	}
+	return nil, nil
+}
+
+func (f *fakeTarget) flush(ctx context.Context) (*queuedStmt, error) {
+	if q, err := f.drain(ctx); err != nil {
+		return q, err
+	}
+	if len(f.queued) == 0 {
+		return nil, nil
+	}
+	f.send(nil)
+	return f.drain(ctx)
+}
+
+// step executes one statement: the injected failure, a missing row, or
+// success; it keeps the prepared GIDs and the origin up to date.
+func (f *fakeTarget) step(sql string) (pgconn.CommandTag, error) {
+	f.executed++
+	if f.executed == f.failAt {
+		return pgconn.CommandTag{}, &pgconn.PgError{Severity: "ERROR", Code: f.failCode, Message: "injected failure"}
+	}
+	ends := false
+	switch {
+	case strings.HasPrefix(sql, "origin_advance"):
+		// origin_advance("0/118", ...) or origin_advance_unless_prepared
+		if l, err := protocol.ParseLSN(strings.Trim(strings.SplitN(sql, "\"", 3)[1], `"`)); err == nil {
+			f.setup = l
+		}
+	case strings.HasPrefix(sql, "PREPARE TRANSACTION "):
+		f.prepared[strings.TrimPrefix(sql, "PREPARE TRANSACTION ")] = true
+		ends = true
+	case strings.HasPrefix(sql, "COMMIT PREPARED "), strings.HasPrefix(sql, "ROLLBACK PREPARED "):
+		delete(f.prepared, sql[strings.Index(sql, "PREPARED ")+len("PREPARED "):])
+		ends = true
+	case sql == "COMMIT":
+		ends = true
+	}
+	if ends && f.setup != 0 {
+		f.origin, f.setup = f.setup, 0
+	}
+	return pgconn.CommandTag{}, nil
+}
+
+func (f *fakeTarget) drain(ctx context.Context) (*queuedStmt, error) {
+	b := f.flying
+	if b == nil {
+		return nil, nil
+	}
+	f.flying = nil
+	var o batchOutcome
+	for i := range b.queued {
+		q := &b.queued[i]
+		if _, err := f.step(b.lines[i]); err != nil {
+			o.failed, o.err = q, err
+			break
+		}
+		rows := int64(max(q.rows, 1))
+		if f.executed == f.missAt {
+			rows = 0
+		}
+		f.noteResult(&o, q, b.keys, stmtResult{tag: pgconn.NewCommandTag("UPDATE " + strconv.FormatInt(rows, 10))})
+	}
+	if o.err != nil {
+		f.logf("drain: statement %d (%s) failed: %v", f.executed, o.failed.op, o.err)
+		cp := *o.failed
+		return &cp, o.err
+	}
+	f.logf("drain: ok")
+	if b.mark != nil {
+		f.done = append(f.done, *b.mark)
+	}
+	return nil, nil
+}
+
+func (f *fakeTarget) rollback(ctx context.Context) error {
+	f.queued, f.keys, f.lines, f.bytes, f.flying = f.queued[:0], f.keys[:0], nil, 0, nil
+	f.setup = 0
+	f.logf("ROLLBACK")
+	return nil
+}
+
+func (f *fakeTarget) broken(err error) bool { return false }
+func (f *fakeTarget) lost() bool            { return false }
+
+func (f *fakeTarget) prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	f.seq++
+	name := "s" + strconv.Itoa(f.seq)
+	switch sql {
+	case state.XactSetupSQL:
+		name = "origin_advance"
+	case state.XactSetupUnlessPreparedSQL:
+		name = "origin_advance_unless_prepared"
+	}
+	f.logf("prepare %s: %s", name, sql)
+	return &pgconn.StatementDescription{Name: name, SQL: sql, ParamOIDs: paramOIDs}, nil
+}
+
+func (f *fakeTarget) statementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	return f.prepare(ctx, sql, paramOIDs)
+}
+
+func (f *fakeTarget) exec(ctx context.Context, sql string) error {
+	f.logf("exec %s", sql)
+	if _, err := f.step(sql); err != nil {
+		f.logf("  failed: %v", err)
+		return err
+	}
+	return nil
+}
+
+func (f *fakeTarget) copyFrom(ctx context.Context, r io.Reader, sql string) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	f.logf("copy %s\n    %s", sql, strings.ReplaceAll(renderCopy(data), "\n", "\n    "))
+	_, err = f.step(sql)
+	return err
+}
+
+func (f *fakeTarget) isPrepared(ctx context.Context, gid string) (bool, error) {
+	q := twophase.QuoteGID(gid)
+	f.logf("is prepared %s: %v", q, f.prepared[q])
+	return f.prepared[q], nil
+}
+
+func (f *fakeTarget) xactSetupIfPrepared(ctx context.Context, end protocol.LSN, at time.Time, gid string) (bool, error) {
+	q := twophase.QuoteGID(gid)
+	f.logf("origin advance to %s if %s is prepared: %v", end, q, f.prepared[q])
+	if f.prepared[q] {
+		f.setup = end
+	}
+	return f.prepared[q], nil
+}
+
+func (f *fakeTarget) xactReset(ctx context.Context) error {
+	f.setup = 0
+	f.logf("origin setup reset")
+	return nil
+}
+
+func (f *fakeTarget) originName() string { return "pg_walapply" }
+
+func (f *fakeTarget) rewindOrigin(ctx context.Context, to protocol.LSN) (protocol.LSN, error) {
+	f.logf("origin rewound to %s", to)
+	from := f.origin
+	f.origin = to
+	return from, nil
+}
+
+func (f *fakeTarget) catalog() tableCatalog { return f.tables }
+
+// renderParams shows parameters as ('text', NULL, \x0102, {'a','b'}): a
+// binary value that reads as a one-dimensional text[] is shown as one.
+func renderParams(params [][]byte, formats []int16) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, p := range params {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		bin := len(formats) == 1 && formats[0] == 1 || i < len(formats) && formats[i] == 1
+		switch {
+		case p == nil:
+			b.WriteString("NULL")
+		case !bin:
+			b.WriteString(strconv.Quote(string(p)))
+		default:
+			if s, ok := renderTextArray(p); ok {
+				b.WriteString(s)
+			} else {
+				b.WriteString(`\x` + hex.EncodeToString(p))
+			}
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// renderTextArray decodes the binary form of a one-dimensional text[].
+func renderTextArray(p []byte) (string, bool) {
+	if len(p) < 12 {
+		return "", false
+	}
+	ndim, elem := binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[8:])
+	if elem != 25 || ndim > 1 {
+		return "", false
+	}
+	p = p[12:]
+	n := 0
+	if ndim == 1 {
+		if len(p) < 8 {
+			return "", false
+		}
+		n, p = int(binary.BigEndian.Uint32(p)), p[8:]
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i < n; i++ {
+		if len(p) < 4 {
+			return "", false
+		}
+		l := int32(binary.BigEndian.Uint32(p))
+		p = p[4:]
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if l < 0 {
+			b.WriteString("NULL")
+			continue
+		}
+		if int(l) > len(p) {
+			return "", false
+		}
+		b.WriteString(strconv.Quote(string(p[:l])))
+		p = p[l:]
+	}
+	if len(p) != 0 {
+		return "", false
+	}
+	b.WriteByte('}')
+	return b.String(), true
+}
+
+// renderCopy shows COPY data: text as its lines, binary in hex.
+func renderCopy(data []byte) string {
+	if len(data) >= len(copyBinaryHeader) && string(data[:len(copyBinaryHeader)]) == string(copyBinaryHeader) {
+		return `\x` + hex.EncodeToString(data)
+	}
+	return strings.TrimSuffix(string(data), "\n")
+}
+
+// fakeCatalog is a tableCatalog of tables declared by the test: each has
+// the columns of its source relation, of the types named in typeNames, and
+// one unique index, on the relation's key columns (none without a key).
+type fakeCatalog struct {
+	tables map[string]*targetTable
+}
+
+func newFakeCatalog() *fakeCatalog { return &fakeCatalog{tables: map[string]*targetTable{}} }
+
+// typeNames are the types the transcripts use.
+var typeNames = map[uint32]string{16: "boolean", 20: "bigint", 23: "integer", 25: "text", 114: "json", 1043: "character varying", 17: "bytea"}
+
+// arrayTypes are their array types.
+var arrayTypes = map[uint32]uint32{16: 1000, 20: 1016, 23: 1007, 25: 1009, 114: 199, 1043: 1015, 17: 1001}
+
+// addRelation declares rel's target table.
+func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
+	schema := sourceSchema(rel.Namespace)
+	t := &targetTable{OID: rel.RelationID, Schema: schema, Name: rel.Name, Quoted: quoteQualified(schema, rel.Name),
+		byName: map[string]int{}, UniqueCols: map[string]bool{}}
+	for _, col := range rel.Columns {
+		name := typeNames[col.TypeOID]
+		t.byName[col.Name] = len(t.Columns)
+		t.Columns = append(t.Columns, targetColumn{Name: col.Name, TypeOID: col.TypeOID, TypeName: name, CastType: name,
+			ArrayOID: arrayTypes[col.TypeOID], HasEq: col.TypeOID != 114})
+		if col.IsKey() && rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
+			t.UniqueCols[col.Name] = true
+		}
+	}
+	t.KeyOnlyUnique = len(t.UniqueCols) > 0
+	c.tables[schema+"."+rel.Name] = t
+	return t
+}
+
+func (c *fakeCatalog) lookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
+	t, ok := c.tables[schema+"."+name]
+	return t, ok, nil
+}

@@ -1,0 +1,433 @@
+package apply
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/protocol"
+	pt "github.com/walapply/walapply/protocol/protocoltest"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// TestTranscripts feeds pgoutput messages through the applier (Handle, as
+// the run loop does) onto a recording fake target, and compares what it
+// sent, the commit marks and the outcomes with testdata/engine/*.txt. No
+// PostgreSQL. Rewrite the expectations with
+// `go test ./apply -run TestTranscripts -rewrite` (datadriven).
+//
+// Directives:
+//
+//	new [nocompaction] [nogroup] [twophase] [gid=source] [origin=LSN]
+//	    [skip-lsn=LSN] [nogroup-through=LSN] [fail=N:SQLSTATE] [miss=N]
+//	    [policy=kind:policy ...]
+//	                  a fresh applier and target; origin is the origin's
+//	                  progress on the target (default 0/0); fail and miss
+//	                  make the target's Nth statement fail or change no row
+//	restart [fail=N:SQLSTATE]
+//	                  a new applier on the same target, from its origin,
+//	                  as after a crash: prepared transactions stay
+//	feed              the input's messages, one a line (below); the output
+//	                  shows, under each message that did something, what
+//	                  the target was sent and the outcome
+//	state             the origin's progress as the applier sees it, and
+//	                  the counts
+//
+// Messages (xids and LSNs as in the stream; a change inside a stream block
+// names its (sub)transaction after @):
+//
+//	R 16384 public t d id:23:k v:25   Relation: relid, schema, name,
+//	                                  identity d/f/n/i, columns name:type[:k]
+//	B 501 0/110                       Begin xid, final LSN
+//	C 0/110 0/118                     Commit: commit LSN, end LSN
+//	O upstream                        Origin
+//	I t t:1 t:a                       Insert into table t; values t:text,
+//	                                  b:hex, n (NULL), u (unchanged TOAST)
+//	U t N t:1 t:b | U t K t:1 N t:2 t:b | U t O ... N ...
+//	D t K t:1 | D t O t:1 t:a
+//	T t [u ...] [cascade] [restart]
+//	I@502 t t:1                       a streamed change of (sub)xid 502
+//	I*64 t t:$ t:a                    64 messages, $ counting from 1
+//	S 502 [first] / E / c 502 0/200 0/208 / A 502 503
+//	b 601 gid 0/300 0/308             Begin Prepare (prepare LSN, end LSN)
+//	P 601 gid 0/300 0/308             Prepare
+//	p 601 gid 0/300 0/308             Stream Prepare
+//	K 601 gid 0/400 0/408             Commit Prepared (commit LSN, end LSN)
+//	r 601 gid 0/308 0/500             Rollback Prepared (prepare end, end)
+//	idle                              applier.Idle, as the loop calls it
+//	                                  on a quiet stream
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, filepath.Join("testdata", "engine"), func(t *testing.T, path string) {
+		e := &engineCase{t: t}
+		datadriven.RunTest(t, path, e.run)
+	})
+}
+
+// engineCase is one transcript file's state between directives.
+type engineCase struct {
+	t      *testing.T
+	a      *applier
+	target *fakeTarget
+	dec    *protocol.Decoder
+	rels   map[string]uint32
+	spill  string
+	opts   []datadriven.CmdArg // of new, for restart
+	failed bool                // the applier returned an error: it is discarded
+}
+
+func (e *engineCase) run(t *testing.T, d *datadriven.TestData) string {
+	switch d.Cmd {
+	case "new":
+		e.target, e.opts, e.spill = newFakeTarget(), d.CmdArgs, filepath.Join(t.TempDir(), "spill")
+		e.rels = map[string]uint32{}
+		e.start(t, d.CmdArgs, 0)
+		return ""
+	case "restart":
+		e.target.failAt = 0
+		e.start(t, append(append([]datadriven.CmdArg(nil), e.opts...), d.CmdArgs...), e.target.origin)
+		return fmt.Sprintf("from %s", e.target.origin)
+	case "feed":
+		var out strings.Builder
+		for _, line := range strings.Split(d.Input, "\n") {
+			if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if e.failed {
+				fmt.Fprintf(&out, "%s\n  (not fed: the applier failed)\n", line)
+				continue
+			}
+			// "I*64 t t:$ t:a": 64 messages, $ counting from 1
+			n, one := 1, line
+			if op, rest, ok := strings.Cut(line, " "); ok && strings.Contains(op, "*") {
+				op, count, _ := strings.Cut(op, "*")
+				n, one = atoi(t, count), op+" "+rest
+			}
+			var err error
+			for i := 1; i <= n && err == nil; i++ {
+				err = e.step(t, strings.ReplaceAll(one, "$", strconv.Itoa(i)))
+			}
+			e.report(&out, line, err)
+			e.failed = err != nil
+		}
+		return out.String()
+	case "state":
+		applied, _ := e.a.Applied()
+		st := &e.a.Stats
+		return fmt.Sprintf("applied %s; txns applied %d, skipped %d; commits %d; inserts %d, updates %d, deletes %d, missing rows %d; prepared on the target %v\n",
+			applied, st.TxnsApplied.Load(), st.TxnsSkipped.Load(), st.Commits.Load(), st.Inserts.Load(), st.Updates.Load(), st.Deletes.Load(),
+			st.MissingRows.Load(), sortedKeys(e.target.prepared))
+	}
+	t.Fatalf("unknown directive %q", d.Cmd)
+	return ""
+}
+
+// step feeds one message (or idle) to the applier.
+func (e *engineCase) step(t *testing.T, line string) error {
+	if line == "idle" {
+		e.a.outcome = outcome{}
+		return e.a.Idle(context.Background())
+	}
+	raw := e.encode(t, line)
+	msg, err := e.dec.Decode(raw)
+	if err != nil {
+		t.Fatalf("%s: decoding: %v", line, err)
+	}
+	e.a.stream.raw = raw
+	_, err = e.a.Handle(context.Background(), msg)
+	return err
+}
+
+// start makes a new applier on e.target from the origin's progress.
+func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protocol.LSN) {
+	f := e.target
+	st, _, err := openStreamState(state.OSFS, e.spill, "unit", "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Name: "unit"}
+	twoPhase, compaction, grouping := false, true, true
+	var policies []string
+	for _, arg := range args {
+		val := ""
+		if len(arg.Vals) > 0 {
+			val = arg.Vals[0]
+		}
+		switch arg.Key {
+		case "nocompaction":
+			compaction = false
+		case "nogroup":
+			grouping = false
+		case "twophase":
+			twoPhase = true
+		case "gid":
+			cfg.GIDMode = twophase.GIDModeSource
+		case "origin":
+			origin = lsn(t, val)
+		case "skip-lsn":
+			cfg.SkipLSN = lsn(t, val)
+		case "nogroup-through":
+			cfg.noGroupThrough = lsn(t, val)
+		case "fail":
+			n, code, _ := strings.Cut(val, ":")
+			f.failAt, f.failCode = f.executed+atoi(t, n), code
+		case "miss":
+			f.missAt = f.executed + atoi(t, val)
+		case "policy":
+			policies = append(policies, arg.Vals...)
+		default:
+			t.Fatalf("unknown argument %q", arg.Key)
+		}
+	}
+	f.origin = origin
+	e.failed = false
+	a := newApplier(zerolog.Nop(), f, false, origin)
+	a.tables = f.tables
+	a.stream = st
+	a.grouping, a.compaction, a.noGroupThrough = grouping, compaction, cfg.noGroupThrough
+	a.name, a.skipLSN = cfg.Name, cfg.SkipLSN
+	for _, p := range policies {
+		kind, pol, ok := strings.Cut(p, ":")
+		if !ok {
+			t.Fatalf("policy %q: want kind:policy", p)
+		}
+		if err := a.policies.set(kind, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if twoPhase {
+		setup, _ := f.prepare(context.Background(), state.XactSetupUnlessPreparedSQL, nil)
+		a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg, setupUnless: setup, prepared: map[string]bool{}}
+	}
+	e.a = a
+	if e.dec, err = protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 4}); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+}
+
+// report writes what a message (or step) did: the target's log, the
+// outcome, an error.
+func (e *engineCase) report(out *strings.Builder, line string, err error) {
+	log := e.target.take()
+	o := e.a.LastOutcome()
+	oc := renderOutcome(o)
+	if len(log) == 0 && oc == "" && err == nil {
+		return
+	}
+	fmt.Fprintf(out, "%s\n", line)
+	for _, l := range log {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	if oc != "" {
+		fmt.Fprintf(out, "  outcome: %s\n", oc)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "  error: %v\n", err)
+		kind := "permanent"
+		if IsTransient(err) {
+			kind = "transient"
+		}
+		var te *TxnError
+		if errors.As(err, &te) && te.Grouped {
+			kind += ", grouped (the retry applies it alone)"
+		}
+		fmt.Fprintf(out, "  (%s)\n", kind)
+	}
+}
+
+func renderOutcome(o outcome) string {
+	var parts []string
+	if o.Began {
+		parts = append(parts, "began")
+	}
+	if o.Applied {
+		parts = append(parts, "applied "+o.End.String())
+		if o.Count > 1 {
+			parts = append(parts, fmt.Sprintf("(%d txns)", o.Count))
+		}
+	}
+	if o.Skipped {
+		parts = append(parts, "skipped")
+	}
+	if o.Ended {
+		parts = append(parts, "ended")
+	}
+	return strings.Join(parts, " ")
+}
+
+// encode builds one message of the notation in TestTranscripts.
+func (e *engineCase) encode(t *testing.T, line string) []byte {
+	f := strings.Fields(line)
+	op, sub, _ := strings.Cut(f[0], "@")
+	var xid uint32
+	if sub != "" {
+		xid = uint32(atoi(t, sub))
+	}
+	args := f[1:]
+	need := func(n int) {
+		if len(args) < n {
+			t.Fatalf("%s: want %d arguments", line, n)
+		}
+	}
+	const ts = protocol.Timestamp(0)
+	switch op {
+	case "R":
+		need(4)
+		id := uint32(atoi(t, args[0]))
+		var cols []protocol.RelationColumn
+		for _, c := range args[4:] {
+			p := strings.Split(c, ":")
+			cols = append(cols, pt.Column(p[0], uint32(atoi(t, p[1])), len(p) > 2 && p[2] == "k"))
+		}
+		ident := map[string]byte{"d": protocol.ReplicaIdentityDefault, "f": protocol.ReplicaIdentityFull, "n": protocol.ReplicaIdentityNothing, "i": protocol.ReplicaIdentityIndex}[args[3]]
+		raw := pt.Relation(id, xid, args[1], args[2], ident, cols...)
+		e.rels[args[2]] = id
+		if _, ok := e.target.tables.tables[sourceSchema(args[1])+"."+args[2]]; !ok {
+			e.target.tables.addRelation(&protocol.Relation{RelationID: id, Namespace: args[1], Name: args[2], ReplicaIdentity: ident, Columns: cols})
+		}
+		return raw
+	case "B":
+		need(2)
+		return pt.Begin(lsn(t, args[1]), ts, uint32(atoi(t, args[0])))
+	case "C":
+		need(2)
+		return pt.Commit(lsn(t, args[0]), lsn(t, args[1]), ts)
+	case "O":
+		need(1)
+		return pt.Origin(0, args[0])
+	case "I":
+		need(1)
+		return pt.Insert(e.rel(t, args[0]), xid, values(t, args[1:])...)
+	case "U", "D":
+		need(1)
+		var oldKind byte
+		var old, new []pt.Col
+		cur := &new
+		for i := 1; i < len(args); i++ {
+			switch args[i] {
+			case "K", "O":
+				oldKind, cur = args[i][0], &old
+			case "N":
+				cur = &new
+			default:
+				*cur = append(*cur, values(t, args[i:i+1])...)
+			}
+		}
+		if op == "D" {
+			return pt.Delete(e.rel(t, args[0]), xid, oldKind, old...)
+		}
+		if oldKind == 0 {
+			return pt.Update(e.rel(t, args[0]), xid, new...)
+		}
+		return pt.UpdateOld(e.rel(t, args[0]), xid, oldKind, old, new)
+	case "T":
+		var opts uint8
+		var ids []uint32
+		for _, a := range args {
+			switch a {
+			case "cascade":
+				opts |= protocol.TruncateCascade
+			case "restart":
+				opts |= protocol.TruncateRestartIdentity
+			default:
+				ids = append(ids, e.rel(t, a))
+			}
+		}
+		return pt.Truncate(xid, opts, ids...)
+	case "S":
+		need(1)
+		return pt.StreamStart(uint32(atoi(t, args[0])), len(args) > 1 && args[1] == "first")
+	case "E":
+		return pt.StreamStop()
+	case "c":
+		need(3)
+		return pt.StreamCommit(uint32(atoi(t, args[0])), lsn(t, args[1]), lsn(t, args[2]), ts)
+	case "A":
+		need(2)
+		return pt.StreamAbort(uint32(atoi(t, args[0])), uint32(atoi(t, args[1])))
+	case "b", "P", "p", "K":
+		need(4)
+		x, gid, l1, l2 := uint32(atoi(t, args[0])), args[1], lsn(t, args[2]), lsn(t, args[3])
+		switch op {
+		case "b":
+			return pt.BeginPrepare(l1, l2, ts, x, gid)
+		case "P":
+			return pt.Prepare(l1, l2, ts, x, gid)
+		case "p":
+			return pt.StreamPrepare(l1, l2, ts, x, gid)
+		}
+		return pt.CommitPrepared(l1, l2, ts, x, gid)
+	case "r":
+		need(4)
+		return pt.RollbackPrepared(lsn(t, args[2]), lsn(t, args[3]), ts, ts, uint32(atoi(t, args[0])), args[1])
+	}
+	t.Fatalf("%s: unknown message %q", line, op)
+	return nil
+}
+
+func (e *engineCase) rel(t *testing.T, name string) uint32 {
+	if id, ok := e.rels[name]; ok {
+		return id
+	}
+	return uint32(atoi(t, name)) // a relation without its Relation message
+}
+
+// values parses t:text, b:hex, n and u.
+func values(t *testing.T, vs []string) []pt.Col {
+	var cols []pt.Col
+	for _, v := range vs {
+		switch {
+		case v == "n":
+			cols = append(cols, pt.Null())
+		case v == "u":
+			cols = append(cols, pt.Unchanged())
+		case strings.HasPrefix(v, "t:"):
+			cols = append(cols, pt.Text(v[2:]))
+		case strings.HasPrefix(v, "b:"):
+			b, err := hex.DecodeString(v[2:])
+			if err != nil {
+				t.Fatalf("value %q: %v", v, err)
+			}
+			cols = append(cols, pt.Binary(b))
+		default:
+			t.Fatalf("value %q: want t:text, b:hex, n or u", v)
+		}
+	}
+	return cols
+}
+
+func lsn(t *testing.T, s string) protocol.LSN {
+	l, err := protocol.ParseLSN(s)
+	if err != nil {
+		t.Fatalf("LSN %q: %v", s, err)
+	}
+	return l
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("number %q: %v", s, err)
+	}
+	return n
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var ks []string
+	for k, v := range m {
+		if v {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	return ks
+}
