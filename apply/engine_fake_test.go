@@ -30,14 +30,14 @@ type fakeTarget struct {
 	stmtQueue
 	log []string
 
-	seq      int   // prepared statements, named s1, s2, ...
-	executed int   // statements executed so far
+	seq      int      // prepared statements, named s1, s2, ...
+	executed int      // statements executed so far
 	lines    []string // the queue, rendered
 	bytes    int
 	flying   *fakeBatch
 	prepared map[string]bool // GIDs prepared on the target, quoted
-	origin   protocol.LSN     // the origin's progress, as the commits set it
-	setup    protocol.LSN     // the origin advance set up in the open transaction
+	origin   protocol.LSN    // the origin's progress, as the commits set it
+	setup    protocol.LSN    // the origin advance set up in the open transaction
 
 	failAt   int
 	failCode string
@@ -59,7 +59,9 @@ func newFakeTarget() *fakeTarget {
 	return f
 }
 
-func (f *fakeTarget) logf(format string, args ...any) { f.log = append(f.log, fmt.Sprintf(format, args...)) }
+func (f *fakeTarget) logf(format string, args ...any) {
+	f.log = append(f.log, fmt.Sprintf(format, args...))
+}
 
 // take returns the log so far and starts a new one.
 func (f *fakeTarget) take() []string {
