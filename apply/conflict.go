@@ -211,10 +211,30 @@ func (a *applier) appendRecordParams(e *relEntry, key []byte) {
 	n2 := len(q)
 	q = strconv.AppendUint(q, uint64(a.txn.xid), 10)
 	n3 := len(q)
-	q = append(q, a.txn.finalLSN.String()...)
+	q = appendLSN(q, a.txn.finalLSN)
 	a.recordBuf = q
 	a.params = append(a.params, q[:n0], q[n0:n1], q[n1:n2], q[n2:n3], q[n3:])
 	a.formats = append(a.formats, 0, 0, 0, 0, 0)
+}
+
+// appendLSN appends l's text form (LSN.String) to dst without allocating.
+func appendLSN(dst []byte, l protocol.LSN) []byte {
+	const digits = "0123456789ABCDEF"
+	half := func(dst []byte, v uint32) []byte {
+		if v == 0 {
+			return append(dst, '0')
+		}
+		var b [8]byte
+		i := len(b)
+		for ; v > 0; v >>= 4 {
+			i--
+			b[i] = digits[v&15]
+		}
+		return append(dst, b[i:]...)
+	}
+	dst = half(dst, uint32(l>>32))
+	dst = append(dst, '/')
+	return half(dst, uint32(l))
 }
 
 // ConflictError stops the applier on a conflict whose policy is error:

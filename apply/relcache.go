@@ -35,6 +35,10 @@ type relEntry struct {
 	// compact caches compactable's answer for this entry (0: not asked
 	// yet, 1: yes, 2: no); the policies do not change within a session.
 	compact uint8
+
+	// name is String's answer, rendered once: conflict records name the
+	// relation per change (appendRecordParams).
+	name string
 }
 
 // noteParams records the columns of a statement's parameters.
@@ -47,7 +51,10 @@ func (e *relEntry) noteParams(sql string, columns []string) {
 
 // String names the relation for messages: schema.name as the source has it.
 func (e *relEntry) String() string {
-	return quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
+	if e.name == "" {
+		e.name = quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
+	}
+	return e.name
 }
 
 // logName names the relation in log fields (logRelation).
