@@ -141,11 +141,18 @@ func (a *applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applie
 func (a *applier) InTransaction() bool { return a.machine.InTransaction() }
 
 // Handle applies one message. The returned event tells the caller what the
-// message was (the run loop tracks transaction boundaries for feedback).
-// After an error the applier must be discarded: the target transaction has
-// been rolled back and the source must resend from the origin's progress.
-func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, error) {
+// message was, and the outcome what it did to transactions (the run loop
+// keeps its FlushTracker with it). After an error the applier must be
+// discarded: the target transaction has been rolled back and the source
+// must resend from the origin's progress.
+func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, outcome, error) {
 	a.outcome = outcome{}
+	ev, err := a.handle(ctx, msg)
+	return ev, a.outcome, err
+}
+
+// handle is Handle; what it does to transactions accumulates in a.outcome.
+func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, error) {
 	ev, err := a.machine.Step(msg)
 	if err != nil {
 		return ev, err
@@ -233,8 +240,9 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 	return ev, nil
 }
 
-// outcome tells the run loop what the last Handle did to transactions, so
-// that it can keep the FlushTracker balanced: every Began is followed by
+// outcome tells the run loop what a step of the applier (Handle, Idle,
+// CommitAndSettle) did to transactions, so that it can keep the
+// FlushTracker balanced: every Began is followed by
 // exactly one Applied, Skipped or Ended. A message that both starts and
 // ends a transaction on the target (Stream Commit, Commit Prepared,
 // Rollback Prepared) sets Began as well as its end.
@@ -248,9 +256,6 @@ type outcome struct {
 	// (group commit); 0 means 1.
 	Count int
 }
-
-// LastOutcome returns the outcome of the last Handle.
-func (a *applier) LastOutcome() outcome { return a.outcome }
 
 // commit queues the origin advance and COMMIT of the open target
 // transaction, sends everything and records the new progress. Source

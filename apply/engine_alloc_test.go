@@ -65,7 +65,7 @@ func allocsPerTxn(t *testing.T, compaction, grouping, changes bool) float64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Handle(ctx, msg); err != nil {
+		if _, _, err := a.Handle(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -74,14 +74,15 @@ func TestTranscripts(t *testing.T) {
 
 // engineCase is one transcript file's state between directives.
 type engineCase struct {
-	t      *testing.T
-	a      *applier
-	target *fakeTarget
-	dec    *protocol.Decoder
-	rels   map[string]uint32
-	spill  string
-	opts   []datadriven.CmdArg // of new, for restart
-	failed bool                // the applier returned an error: it is discarded
+	t       *testing.T
+	a       *applier
+	target  *fakeTarget
+	dec     *protocol.Decoder
+	rels    map[string]uint32
+	spill   string
+	opts    []datadriven.CmdArg // of new, for restart
+	failed  bool                // the applier returned an error: it is discarded
+	outcome outcome             // of the last step
 }
 
 func (e *engineCase) run(t *testing.T, d *datadriven.TestData) string {
@@ -132,17 +133,18 @@ func (e *engineCase) run(t *testing.T, d *datadriven.TestData) string {
 
 // step feeds one message (or idle) to the applier.
 func (e *engineCase) step(t *testing.T, line string) error {
+	var err error
 	if line == "idle" {
-		e.a.outcome = outcome{}
-		return e.a.Idle(context.Background())
+		e.outcome, err = e.a.Idle(context.Background())
+		return err
 	}
 	raw := e.encode(t, line)
-	msg, err := e.dec.Decode(raw)
-	if err != nil {
-		t.Fatalf("%s: decoding: %v", line, err)
+	msg, derr := e.dec.Decode(raw)
+	if derr != nil {
+		t.Fatalf("%s: decoding: %v", line, derr)
 	}
 	e.a.stream.raw = raw
-	_, err = e.a.Handle(context.Background(), msg)
+	_, e.outcome, err = e.a.Handle(context.Background(), msg)
 	return err
 }
 
@@ -218,7 +220,7 @@ func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protoc
 // outcome, an error.
 func (e *engineCase) report(out *strings.Builder, line string, err error) {
 	log := e.target.take()
-	o := e.a.LastOutcome()
+	o := e.outcome
 	oc := renderOutcome(o)
 	if len(log) == 0 && oc == "" && err == nil {
 		return
