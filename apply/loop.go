@@ -193,9 +193,7 @@ func (s *session) feedback(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, s.untilWaiting()) })
-	s.keeper.sent(w, f, a)
-	if err != nil {
+	if err := s.keeper.sendStatus(ctx, w, f, a, s.untilWaiting()); err != nil {
 		return fmt.Errorf("sending feedback to the source: %w", err)
 	}
 	if s.cfg.OnProgress != nil {
