@@ -57,6 +57,7 @@ import (
 //	T t [u ...] [cascade] [restart]
 //	I@502 t t:1                       a streamed change of (sub)xid 502
 //	I*64 t t:$ t:a                    64 messages, $ counting from 1
+//	I@502*64 t t:$                    ... of a streamed (sub)transaction
 //	S 502 [first] / E / c 502 0/200 0/208 / A 502 503
 //	b 601 gid 0/300 0/308             Begin Prepare (prepare LSN, end LSN)
 //	P 601 gid 0/300 0/308             Prepare
