@@ -2,8 +2,6 @@ package apply
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -99,7 +97,7 @@ func (f *fakeTarget) queueSQL(op opKind, rel *relEntry, sql string) {
 func (f *fakeTarget) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	line := ""
 	if !f.quiet {
-		line = sd.Name + renderParams(params, formats)
+		line = sd.Name + fakeParams(params, formats)
 	}
 	f.add(queuedStmt{op: op, rel: rel, sql: sd.SQL, keyStart: keyStart, keyEnd: keyEnd, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, line)
 	for _, p := range params {
@@ -108,11 +106,11 @@ func (f *fakeTarget) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDes
 }
 
 func (f *fakeTarget) queueExec(q queuedStmt, sql string, params [][]byte, oids []uint32, formats []int16) {
-	f.add(q, sql+" "+renderParams(params, formats))
+	f.add(q, sql+" "+fakeParams(params, formats))
 }
 
 func (f *fakeTarget) queueCopy(rel *relEntry, sql string, data []byte) {
-	f.add(queuedStmt{op: opCopy, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql+"\n"+renderCopy(data))
+	f.add(queuedStmt{op: opCopy, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql+"\n"+fakeCopyData(data))
 	f.bytes += len(data)
 }
 
@@ -281,7 +279,7 @@ func (f *fakeTarget) copyFrom(ctx context.Context, r io.Reader, sql string) erro
 	if err != nil {
 		return err
 	}
-	f.logf("copy %s\n    %s", sql, strings.ReplaceAll(renderCopy(data), "\n", "\n    "))
+	f.logf("copy %s\n    %s", sql, strings.ReplaceAll(fakeCopyData(data), "\n", "\n    "))
 	_, err = f.step(sql)
 	return err
 }
@@ -317,122 +315,3 @@ func (f *fakeTarget) rewindOrigin(ctx context.Context, to protocol.LSN) (protoco
 }
 
 func (f *fakeTarget) catalog() tableCatalog { return f.tables }
-
-// renderParams shows parameters as ('text', NULL, \x0102, {'a','b'}): a
-// binary value that reads as a one-dimensional text[] is shown as one.
-func renderParams(params [][]byte, formats []int16) string {
-	var b strings.Builder
-	b.WriteByte('(')
-	for i, p := range params {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		bin := len(formats) == 1 && formats[0] == 1 || i < len(formats) && formats[i] == 1
-		switch {
-		case p == nil:
-			b.WriteString("NULL")
-		case !bin:
-			b.WriteString(strconv.Quote(string(p)))
-		default:
-			if s, ok := renderTextArray(p); ok {
-				b.WriteString(s)
-			} else {
-				b.WriteString(`\x` + hex.EncodeToString(p))
-			}
-		}
-	}
-	b.WriteByte(')')
-	return b.String()
-}
-
-// renderTextArray decodes the binary form of a one-dimensional text[].
-func renderTextArray(p []byte) (string, bool) {
-	if len(p) < 12 {
-		return "", false
-	}
-	ndim, elem := binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[8:])
-	if elem != 25 || ndim > 1 {
-		return "", false
-	}
-	p = p[12:]
-	n := 0
-	if ndim == 1 {
-		if len(p) < 8 {
-			return "", false
-		}
-		n, p = int(binary.BigEndian.Uint32(p)), p[8:]
-	}
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i < n; i++ {
-		if len(p) < 4 {
-			return "", false
-		}
-		l := int32(binary.BigEndian.Uint32(p))
-		p = p[4:]
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if l < 0 {
-			b.WriteString("NULL")
-			continue
-		}
-		if int(l) > len(p) {
-			return "", false
-		}
-		b.WriteString(strconv.Quote(string(p[:l])))
-		p = p[l:]
-	}
-	if len(p) != 0 {
-		return "", false
-	}
-	b.WriteByte('}')
-	return b.String(), true
-}
-
-// renderCopy shows COPY data: text as its lines, binary in hex.
-func renderCopy(data []byte) string {
-	if len(data) >= len(copyBinaryHeader) && string(data[:len(copyBinaryHeader)]) == string(copyBinaryHeader) {
-		return `\x` + hex.EncodeToString(data)
-	}
-	return strings.TrimSuffix(string(data), "\n")
-}
-
-// fakeCatalog is a tableCatalog of tables declared by the test: each has
-// the columns of its source relation, of the types named in typeNames, and
-// one unique index, on the relation's key columns (none without a key).
-type fakeCatalog struct {
-	tables map[string]*targetTable
-}
-
-func newFakeCatalog() *fakeCatalog { return &fakeCatalog{tables: map[string]*targetTable{}} }
-
-// typeNames are the types the transcripts use.
-var typeNames = map[uint32]string{16: "boolean", 20: "bigint", 23: "integer", 25: "text", 114: "json", 1043: "character varying", 17: "bytea"}
-
-// arrayTypes are their array types.
-var arrayTypes = map[uint32]uint32{16: 1000, 20: 1016, 23: 1007, 25: 1009, 114: 199, 1043: 1015, 17: 1001}
-
-// addRelation declares rel's target table.
-func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
-	schema := sourceSchema(rel.Namespace)
-	t := &targetTable{OID: rel.RelationID, Schema: schema, Name: rel.Name, Quoted: quoteQualified(schema, rel.Name),
-		byName: map[string]int{}, UniqueCols: map[string]bool{}}
-	for _, col := range rel.Columns {
-		name := typeNames[col.TypeOID]
-		t.byName[col.Name] = len(t.Columns)
-		t.Columns = append(t.Columns, targetColumn{Name: col.Name, TypeOID: col.TypeOID, TypeName: name, CastType: name,
-			ArrayOID: arrayTypes[col.TypeOID], HasEq: col.TypeOID != 114})
-		if col.IsKey() && rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
-			t.UniqueCols[col.Name] = true
-		}
-	}
-	t.KeyOnlyUnique = len(t.UniqueCols) > 0
-	c.tables[schema+"."+rel.Name] = t
-	return t
-}
-
-func (c *fakeCatalog) lookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
-	t, ok := c.tables[schema+"."+name]
-	return t, ok, nil
-}
