@@ -39,7 +39,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		c.buf = append(c.buf, copyBinaryHeader...)
 	}
 	c.encode(&first.New)
-	_, err = a.sess.pg.CopyFrom(ctx, c, sql)
+	err = a.sess.copyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
 	a.Stats.CopiedRows.Add(c.rows)
 	if c.err != nil { // reading the spill file failed; COPY was aborted
