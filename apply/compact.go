@@ -116,7 +116,7 @@ func (c *compactor) bytes(x cell) []byte {
 // row's key is copied into a string.
 func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
 	b := dst[:0]
-	for _, i := range e.key {
+	for _, i := range e.Key {
 		col := &t.Columns[i]
 		b = append(b, col.Kind)
 		b = strconv.AppendInt(b, int64(len(col.Data)), 10)
@@ -127,8 +127,8 @@ func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
 }
 
 func (c *compactor) keyCells(e *relEntry, t *protocol.TupleData) []cell {
-	k := make([]cell, len(e.key))
-	for n, i := range e.key {
+	k := make([]cell, len(e.Key))
+	for n, i := range e.Key {
 		k[n] = c.put(&t.Columns[i])
 	}
 	return k
@@ -155,10 +155,10 @@ func (c *compactor) image(t *protocol.TupleData, base []cell) []cell {
 }
 
 func (c *compactor) table(e *relEntry) *netTable {
-	t := c.byRel[e.rel.RelationID]
+	t := c.byRel[e.Rel.RelationID]
 	if t == nil || t.e != e {
 		t = &netTable{e: e, rows: map[string]*netRow{}}
-		c.byRel[e.rel.RelationID] = t
+		c.byRel[e.Rel.RelationID] = t
 		c.tables = append(c.tables, t)
 	}
 	return t
@@ -167,13 +167,13 @@ func (c *compactor) table(e *relEntry) *netTable {
 // compactable reports whether a relation's changes may be compacted (see
 // compactor).
 func compactable(e *relEntry, p ConflictPolicies) bool {
-	if e.compact == 0 {
-		e.compact = 2
+	if e.Compact == 0 {
+		e.Compact = 2
 		if isCompactable(e, p) {
-			e.compact = 1
+			e.Compact = 1
 		}
 	}
-	return e.compact == 1
+	return e.Compact == 1
 }
 
 func isCompactable(e *relEntry, p ConflictPolicies) bool {
@@ -181,15 +181,15 @@ func isCompactable(e *relEntry, p ConflictPolicies) bool {
 	if p[ConflictInsertExists] != PolicyError || p[ConflictUpdateMissing] == PolicyApply {
 		return false
 	}
-	if e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull || len(e.key) == 0 || !e.target.KeyOnlyUnique {
+	if e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull || len(e.Key) == 0 || !e.Target.KeyOnlyUnique {
 		return false
 	}
 	// The target's one unique index must be the identity's key.
-	if len(e.target.UniqueCols) != len(e.key) {
+	if len(e.Target.UniqueCols) != len(e.Key) {
 		return false
 	}
-	for _, i := range e.key {
-		if !e.target.UniqueCols[e.rel.Columns[i].Name] {
+	for _, i := range e.Key {
+		if !e.Target.UniqueCols[e.Rel.Columns[i].Name] {
 			return false
 		}
 	}

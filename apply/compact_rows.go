@@ -31,8 +31,8 @@ type binaryCols struct {
 // values, and every binary one of a type that has an array type; and which
 // positions are binary.
 func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
-	bin := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
-	text := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
+	bin := binaryCols{key: make([]bool, len(e.Key)), image: make([]bool, len(e.Tcol))}
+	text := binaryCols{key: make([]bool, len(e.Key)), image: make([]bool, len(e.Tcol))}
 	for _, r := range rows {
 		for part, cells := range [2][]cell{r.key, r.image} {
 			b, t := bin.key, text.key
@@ -40,7 +40,7 @@ func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
 				b, t = bin.image, text.image
 			}
 			for i, x := range cells {
-				if part == 1 && e.tcol[i] < 0 {
+				if part == 1 && e.Tcol[i] < 0 {
 					continue // not written
 				}
 				if x.len > maxArrayValue {
@@ -59,33 +59,16 @@ func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
 		}
 	}
 	for k, b := range bin.key {
-		if b && e.column(e.key[k]).ArrayOID == 0 {
+		if b && e.Column(e.Key[k]).ArrayOID == 0 {
 			return false, bin
 		}
 	}
 	for i, b := range bin.image {
-		if b && e.tcol[i] >= 0 && e.column(i).ArrayOID == 0 {
+		if b && e.Tcol[i] >= 0 && e.Column(i).ArrayOID == 0 {
 			return false, bin
 		}
 	}
 	return true, bin
-}
-
-// column returns the target column that source column i maps to.
-func (e *relEntry) column(i int) *targetColumn { return &e.target.Columns[e.tcol[i]] }
-
-// arrayTypes appends, for the row-source columns made of source columns
-// idx, the array type of each whose values are binary (binary(n) for the
-// n-th of them), 0 for text.
-func (e *relEntry) arrayTypes(dst []uint32, idx []int, binary func(n int) bool) []uint32 {
-	for n, i := range idx {
-		t := uint32(0)
-		if binary(n) {
-			t = e.column(i).ArrayOID
-		}
-		dst = append(dst, t)
-	}
-	return dst
 }
 
 // writeRowSource writes the row source of n rows whose columns have the
@@ -283,36 +266,4 @@ func shapeName(kind string, arrays bool, n int, arrs []uint32) string {
 		return string(name)
 	}
 	return "m" + kind + "-" + strconv.Itoa(n)
-}
-
-// elemTypes appends the element types of typed arrays for packArrays: the
-// column type of source column idx[n] where arrs[n] is an array type, 0
-// for text.
-func (e *relEntry) elemTypes(dst []uint32, idx []int, arrs []uint32) []uint32 {
-	for n, i := range idx {
-		t := uint32(0)
-		if n < len(arrs) && arrs[n] != 0 {
-			t = e.column(i).TypeOID
-		}
-		dst = append(dst, t)
-	}
-	return dst
-}
-
-// typeOIDs appends the type OIDs of the target columns that the source
-// columns idx map to.
-func (e *relEntry) typeOIDs(idx []int, dst []uint32) []uint32 {
-	for _, i := range idx {
-		dst = append(dst, e.target.Columns[e.tcol[i]].TypeOID)
-	}
-	return dst
-}
-
-// typeNames appends the SQL types of the target columns that the source
-// columns idx map to.
-func (e *relEntry) typeNames(idx []int, dst []string) []string {
-	for _, i := range idx {
-		dst = append(dst, e.target.Columns[e.tcol[i]].CastType)
-	}
-	return dst
 }

@@ -161,7 +161,7 @@ func BenchmarkPackArrays(b *testing.B) {
 func TestArrayRows(t *testing.T) {
 	// key column 0; image columns 0 (int4, has int4[]), 1 (no array type),
 	// 2 (not on the target).
-	e := &relEntry{tcol: []int{0, 1, -1}, key: []int{0}, target: &targetTable{Columns: []targetColumn{
+	e := &relEntry{Tcol: []int{0, 1, -1}, Key: []int{0}, Target: &targetTable{Columns: []targetColumn{
 		{TypeOID: 23, ArrayOID: 1007}, {TypeOID: 99999},
 	}}}
 	row := func(kind byte, n int32, other byte) *netRow {

@@ -11,9 +11,9 @@ import (
 // TestCompactorTransitions checks the net-effect rules row by row.
 func TestCompactorTransitions(t *testing.T) {
 	e := &relEntry{
-		rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
+		Rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
 			Columns: []protocol.RelationColumn{{Name: "k", Flags: protocol.ColumnFlagKey}, {Name: "v"}}},
-		tcol: []int{0, 1}, key: []int{0},
+		Tcol: []int{0, 1}, Key: []int{0},
 	}
 	row := func(k, v string) protocol.TupleData {
 		c := []protocol.TupleColumn{{Kind: 't', Data: []byte(k)}, {Kind: 't', Data: []byte(v)}}

@@ -94,7 +94,7 @@ func (a *applier) addCell(x cell) {
 
 // multiStatement returns the prepared statement of a multi-row shape.
 func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
-	if sd, ok := e.stmts[shape]; ok {
+	if sd, ok := e.Stmts[shape]; ok {
 		return sd, nil
 	}
 	sql, oids := build()
@@ -103,7 +103,7 @@ func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, sh
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
-	e.stmts[shape] = sd
+	e.Stmts[shape] = sd
 	return sd, nil
 }
 
@@ -129,11 +129,11 @@ func valuesList(b *strings.Builder, n, cols, first int) {
 // keyMatch writes the join of the target's key columns with v's first
 // columns.
 func keyMatch(b *strings.Builder, e *relEntry) {
-	for n, i := range e.key {
+	for n, i := range e.Key {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
-		tc := e.target.Columns[e.tcol[i]]
+		tc := e.Target.Columns[e.Tcol[i]]
 		b.WriteString("_t.")
 		b.WriteString(quoteIdent(tc.Name))
 		if tc.EqSchema != "" {
@@ -147,8 +147,8 @@ func keyMatch(b *strings.Builder, e *relEntry) {
 
 func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var cols []int // source columns written
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 {
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 {
 			cols = append(cols, i)
 		}
 	}
@@ -169,20 +169,20 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 	arrays, bin, each := rowForm(e, rows)
 	var arrs, elems []uint32
 	if arrays {
-		arrs = e.arrayTypes(nil, cols, func(n int) bool { return bin.image[cols[n]] })
-		elems = e.elemTypes(nil, cols, arrs)
+		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.image[cols[n]] })
+		elems = e.ElemTypes(nil, cols, arrs)
 	}
 	return each(rows, len(cols), func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, opInsert, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
-			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
+			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
 			var oids []uint32
 			var types []string
 			for n, i := range cols {
 				if n > 0 {
 					b.WriteString(", ")
 				}
-				tc := e.target.Columns[e.tcol[i]]
+				tc := e.Target.Columns[e.Tcol[i]]
 				b.WriteString(quoteIdent(tc.Name))
 				oids = append(oids, tc.TypeOID)
 				types = append(types, tc.CastType)
@@ -263,9 +263,9 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 // writeUpdateRun writes updates whose images leave out the same columns.
 func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var set []int
-	mask := make([]byte, 0, len(e.rel.Columns))
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
+	mask := make([]byte, 0, len(e.Rel.Columns))
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
 			set = append(set, i)
 			mask = append(mask, '1')
 		} else {
@@ -275,7 +275,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if len(set) == 0 {
 		return nil // nothing to write: every column is unchanged
 	}
-	per := len(e.key) + len(set)
+	per := len(e.Key) + len(set)
 	conflict, fail := a.wraps('U')
 	width := per
 	if conflict != "" {
@@ -289,19 +289,19 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			if conflict != "" {
 				b.WriteString("WITH _w AS (")
 			}
-			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
+			b.WriteString("UPDATE " + e.Target.Quoted + " AS _t SET ")
 			for n, i := range set {
 				if n > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString(quoteIdent(e.target.Columns[e.tcol[i]].Name))
-				b.WriteString(" = _v.column" + strconv.Itoa(len(e.key)+n+1))
+				b.WriteString(quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
+				b.WriteString(" = _v.column" + strconv.Itoa(len(e.Key)+n+1))
 			}
 			b.WriteString(" FROM (")
 			writeRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
-			oids := e.typeOIDs(set, e.typeOIDs(e.key, nil))
+			oids := e.TypeOIDs(set, e.TypeOIDs(e.Key, nil))
 			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, oids, arrs)
 		})
 		if err != nil {
@@ -315,7 +315,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 
 func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
 	a.net.sortByKey(rows)
-	per := len(e.key)
+	per := len(e.Key)
 	conflict, fail := a.wraps('D')
 	width := per
 	if conflict != "" {
@@ -329,11 +329,11 @@ func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			if conflict != "" {
 				b.WriteString("WITH _w AS (")
 			}
-			b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (")
+			b.WriteString("DELETE FROM " + e.Target.Quoted + " AS _t USING (")
 			writeRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.typeOIDs(e.key, nil), arrs)
+			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.TypeOIDs(e.Key, nil), arrs)
 		})
 		if err != nil {
 			return err
@@ -384,7 +384,7 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 	b.WriteString(" FROM (")
 	writeRowSource(b, arrays, rows, types, arrs)
 	b.WriteString(") AS _v WHERE (SELECT pg_catalog.count(*) FROM _w) < " + given)
-	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.target.Quoted + " AS _t WHERE ")
+	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _t WHERE ")
 	keyMatch(b, e)
 	b.WriteString(")")
 	if fail {
@@ -401,9 +401,9 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
 	arrays, bin, each := rowForm(e, rows)
 	if arrays {
-		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
-		arrs = e.arrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
-		elems = e.elemTypes(e.elemTypes(nil, e.key, arrs), set, arrs[len(e.key):])
+		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.key[n] })
+		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
+		elems = e.ElemTypes(e.ElemTypes(nil, e.Key, arrs), set, arrs[len(e.Key):])
 	}
 	return arrays, arrs, elems, each
 }
@@ -412,7 +412,7 @@ func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems
 // DELETE: the key columns, the set columns, and the key as text when the
 // statement records conflicts.
 func keyedTypes(e *relEntry, set []int, keyText bool) []string {
-	types := e.typeNames(set, e.typeNames(e.key, nil))
+	types := e.TypeNames(set, e.TypeNames(e.Key, nil))
 	if keyText {
 		types = append(types, "pg_catalog.text")
 	}
@@ -466,11 +466,11 @@ func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescrip
 func (a *applier) addKeyText(e *relEntry, r *netRow) {
 	c := a.net
 	start := len(c.arena)
-	for j, i := range e.key {
+	for j, i := range e.Key {
 		if j > 0 {
 			c.arena = append(c.arena, ", "...)
 		}
-		c.arena = append(c.arena, e.rel.Columns[i].Name...)
+		c.arena = append(c.arena, e.Rel.Columns[i].Name...)
 		c.arena = append(c.arena, '=')
 		x := r.key[j]
 		c.arena = appendValue(c.arena, &protocol.TupleColumn{Kind: x.kind, Data: c.bytes(x)})
@@ -489,11 +489,11 @@ func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
 			dst = append(dst, "..."...)
 			break
 		}
-		for j, i := range e.key {
+		for j, i := range e.Key {
 			if j > 0 {
 				dst = append(dst, ", "...)
 			}
-			dst = append(dst, e.rel.Columns[i].Name...)
+			dst = append(dst, e.Rel.Columns[i].Name...)
 			dst = append(dst, '=')
 			x := r.key[j]
 			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.kind, Data: a.net.bytes(x)})

@@ -1,8 +1,10 @@
 package apply
 
 import (
+	"context"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
@@ -30,4 +32,22 @@ func buildDelete(table string, match []matchColumn, onlyOne, partitioned bool) s
 }
 func buildTruncate(tables []string, only []bool, cascade, restartIdentity bool) string {
 	return sqlgen.Truncate(tables, only, cascade, restartIdentity)
+}
+
+// Relation mapping (apply/internal/relmap).
+type (
+	relEntry      = relmap.Entry
+	relationCache = relmap.Cache
+	targetTable   = relmap.Table
+	targetColumn  = relmap.Column
+	querier       = relmap.Querier
+	// tableCatalog is where the applier finds the target table of a
+	// source relation (relcache.go).
+	tableCatalog = relmap.Catalog
+)
+
+func newRelationCache(binary bool) *relationCache { return relmap.NewCache(binary) }
+func sourceSchema(ns string) string               { return relmap.SourceSchema(ns) }
+func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*targetTable, bool, error) {
+	return relmap.LookupTable(ctx, q, schema, name)
 }

@@ -1,4 +1,4 @@
-package apply
+package relmap
 
 import "testing"
 
@@ -51,28 +51,6 @@ func TestResolveEquality(t *testing.T) {
 	for o, w := range map[uint32]string{100: "ext", 101: "ext", 102: "", int4: "", enum: ""} {
 		if got[o].schema != w {
 			t.Errorf("type %d: operator schema %q, want %q", o, got[o].schema, w)
-		}
-	}
-}
-
-func TestAppendMask(t *testing.T) {
-	for _, tc := range []struct {
-		n    int
-		bits []int
-		want []byte
-	}{
-		{0, nil, nil},
-		{3, []int{0, 2}, []byte{0b101}},
-		{8, []int{7}, []byte{0x80}},
-		{9, []int{0, 8}, []byte{0x01, 0x01}},
-	} {
-		set := map[int]bool{}
-		for _, b := range tc.bits {
-			set[b] = true
-		}
-		got := appendMask(nil, tc.n, func(i int) bool { return set[i] })
-		if string(got) != string(tc.want) {
-			t.Errorf("n=%d bits=%v: got %08b want %08b", tc.n, tc.bits, got, tc.want)
 		}
 	}
 }
