@@ -179,7 +179,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 	case evNone, evMessage:
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
-		if a.net.hasRelation(rel.RelationID) {
+		if a.net.HasRelation(rel.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
 				return ev, a.fail(ctx, err)
 			}
@@ -446,8 +446,8 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		// which nothing can tell apart on the replica session.
 		return a.change(ctx, msg)
 	}
-	if a.net.add(e, msg) {
-		if a.net.n >= maxCompactRows || len(a.net.arena) >= maxBatchBytes {
+	if a.net.Add(e, msg) {
+		if a.net.N >= maxCompactRows || len(a.net.Arena) >= maxBatchBytes {
 			return a.writeOut(ctx)
 		}
 		return nil

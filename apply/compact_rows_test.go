@@ -134,8 +134,8 @@ func TestWriteRowSource(t *testing.T) {
 // An empty value read first must stay an empty value, not NULL.
 func TestCompactorKeepsFirstEmptyValue(t *testing.T) {
 	c := newCompactor()
-	x := c.put(&protocol.TupleColumn{Kind: protocol.ColumnText, Data: []byte{}})
-	if b := c.bytes(x); b == nil || len(b) != 0 {
+	x := c.Put(&protocol.TupleColumn{Kind: protocol.ColumnText, Data: []byte{}})
+	if b := c.Bytes(x); b == nil || len(b) != 0 {
 		t.Fatalf("bytes of an empty text value = %#v, want a non-nil empty slice", b)
 	}
 }
@@ -165,8 +165,8 @@ func TestArrayRows(t *testing.T) {
 		{TypeOID: 23, ArrayOID: 1007}, {TypeOID: 99999},
 	}}}
 	row := func(kind byte, n int32, other byte) *netRow {
-		return &netRow{key: []cell{{kind: protocol.ColumnText, len: 2}},
-			image: []cell{{kind: kind, len: n}, {kind: other, len: 1}, {kind: protocol.ColumnBinary, len: 1}}}
+		return &netRow{Key: []cell{{Kind: protocol.ColumnText, Len: 2}},
+			Image: []cell{{Kind: kind, Len: n}, {Kind: other, Len: 1}, {Kind: protocol.ColumnBinary, Len: 1}}}
 	}
 	const tx, bi, nu = protocol.ColumnText, protocol.ColumnBinary, protocol.ColumnNull
 	cases := []struct {
@@ -188,12 +188,12 @@ func TestArrayRows(t *testing.T) {
 			t.Errorf("%s: arrayRows = %v, want %v", c.name, got, c.want)
 			continue
 		}
-		if c.want && (len(bin.image) != len(c.wantBin) || bin.key[0]) {
+		if c.want && (len(bin.Image) != len(c.wantBin) || bin.Key[0]) {
 			t.Errorf("%s: binary positions %+v, want image %v", c.name, bin, c.wantBin)
 			continue
 		}
 		for i := range c.wantBin {
-			if bin.image[i] != c.wantBin[i] {
+			if bin.Image[i] != c.wantBin[i] {
 				t.Errorf("%s: binary positions %+v, want image %v", c.name, bin, c.wantBin)
 			}
 		}

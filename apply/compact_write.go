@@ -23,15 +23,15 @@ import (
 // the batch in as few places as possible.
 func (a *applier) writeOut(ctx context.Context) error {
 	c := a.net
-	if c.n == 0 {
+	if c.N == 0 {
 		return nil
 	}
-	inserts := make([][]*netRow, len(c.tables))
-	for n, t := range c.tables {
+	inserts := make([][]*netRow, len(c.Tables))
+	for n, t := range c.Tables {
 		var dels, ups []*netRow
-		for _, k := range t.order {
-			r := t.rows[k]
-			switch r.kind {
+		for _, k := range t.Order {
+			r := t.Rows[k]
+			switch r.Kind {
 			case netDelete:
 				dels = append(dels, r)
 			case netUpdate:
@@ -43,50 +43,27 @@ func (a *applier) writeOut(ctx context.Context) error {
 				inserts[n] = append(inserts[n], r)
 			}
 		}
-		if err := a.writeDeletes(ctx, t.e, dels); err != nil {
+		if err := a.writeDeletes(ctx, t.E, dels); err != nil {
 			return err
 		}
-		if err := a.writeUpdates(ctx, t.e, ups); err != nil {
-			return err
-		}
-	}
-	for n, t := range c.tables {
-		if err := a.writeInserts(ctx, t.e, inserts[n]); err != nil {
+		if err := a.writeUpdates(ctx, t.E, ups); err != nil {
 			return err
 		}
 	}
-	c.tables, c.arena, c.n = c.tables[:0], c.arena[:0], 0
-	clear(c.byRel)
-	return nil
-}
-
-// chunkSizes are the row counts of multi-row statements; a run is written
-// in the largest chunks first, so that each table needs few statements.
-var chunkSizes = []int{256, 32, 4, 1}
-
-// chunks calls fn for consecutive chunks of rows, each of a size from
-// chunkSizes that also keeps the parameter count under PostgreSQL's limit.
-func chunks(rows []*netRow, perRow int, fn func([]*netRow) error) error {
-	for len(rows) > 0 {
-		n := 1
-		for _, s := range chunkSizes {
-			if s <= len(rows) && s*perRow <= 65535 {
-				n = s
-				break
-			}
-		}
-		if err := fn(rows[:n]); err != nil {
+	for n, t := range c.Tables {
+		if err := a.writeInserts(ctx, t.E, inserts[n]); err != nil {
 			return err
 		}
-		rows = rows[n:]
 	}
+	c.Tables, c.Arena, c.N = c.Tables[:0], c.Arena[:0], 0
+	clear(c.ByRel)
 	return nil
 }
 
 func (a *applier) addCell(x cell) {
-	a.params = append(a.params, a.net.bytes(x))
+	a.params = append(a.params, a.net.Bytes(x))
 	f := int16(0)
-	if x.kind == protocol.ColumnBinary {
+	if x.Kind == protocol.ColumnBinary {
 		f = 1
 	}
 	a.formats = append(a.formats, f)
@@ -105,25 +82,6 @@ func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, sh
 	}
 	e.Stmts[shape] = sd
 	return sd, nil
-}
-
-// valuesList writes n rows of cols placeholders: ($1, $2), ($3, $4), ...
-func valuesList(b *strings.Builder, n, cols, first int) {
-	p := first
-	for r := 0; r < n; r++ {
-		if r > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('(')
-		for c := 0; c < cols; c++ {
-			if c > 0 {
-				b.WriteString(", ")
-			}
-			writeParam(b, p)
-			p++
-		}
-		b.WriteByte(')')
-	}
 }
 
 // keyMatch writes the join of the target's key columns with v's first
@@ -169,7 +127,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 	arrays, bin, each := rowForm(e, rows)
 	var arrs, elems []uint32
 	if arrays {
-		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.image[cols[n]] })
+		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.Image[cols[n]] })
 		elems = e.ElemTypes(nil, cols, arrs)
 	}
 	return each(rows, len(cols), func(rs []*netRow) error {
@@ -197,9 +155,9 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		a.params, a.formats = a.params[:0], a.formats[:0]
 		for _, r := range rs {
 			for _, i := range cols {
-				x := r.image[i]
-				if x.kind == protocol.ColumnUnchanged {
-					x.kind = protocol.ColumnNull // as PostgreSQL does for an INSERT
+				x := r.Image[i]
+				if x.Kind == protocol.ColumnUnchanged {
+					x.Kind = protocol.ColumnNull // as PostgreSQL does for an INSERT
 				}
 				a.addCell(x)
 			}
@@ -224,7 +182,7 @@ func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	if !ok {
 		return false
 	}
-	a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))
+	a.sess.queueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
 	a.Stats.Inserts.Add(int64(len(rows)))
 	a.Stats.CopiedRows.Add(int64(len(rows)))
 	return true
@@ -235,14 +193,14 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 	// those columns: rows are written in runs of the same set of columns
 	// (their order does not matter: every row has its own key), each in
 	// key order (compact_order.go).
-	a.net.sortByKey(rows)
+	a.net.SortByKey(rows)
 	var order []string
 	runs := map[string][]*netRow{}
 	for _, r := range rows {
-		m := make([]byte, len(r.image))
-		for i, x := range r.image {
+		m := make([]byte, len(r.Image))
+		for i, x := range r.Image {
 			m[i] = '0'
-			if x.kind == protocol.ColumnUnchanged {
+			if x.Kind == protocol.ColumnUnchanged {
 				m[i] = '1'
 			}
 		}
@@ -265,7 +223,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	var set []int
 	mask := make([]byte, 0, len(e.Rel.Columns))
 	for i := range e.Rel.Columns {
-		if e.Tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
+		if e.Tcol[i] >= 0 && rows[0].Image[i].Kind != protocol.ColumnUnchanged {
 			set = append(set, i)
 			mask = append(mask, '1')
 		} else {
@@ -314,7 +272,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 }
 
 func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
-	a.net.sortByKey(rows)
+	a.net.SortByKey(rows)
 	per := len(e.Key)
 	conflict, fail := a.wraps('D')
 	width := per
@@ -401,8 +359,8 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
 	arrays, bin, each := rowForm(e, rows)
 	if arrays {
-		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.key[n] })
-		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
+		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.Key[n] })
+		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.Image[set[n]] })
 		elems = e.ElemTypes(e.ElemTypes(nil, e.Key, arrs), set, arrs[len(e.Key):])
 	}
 	return arrays, arrs, elems, each
@@ -427,11 +385,11 @@ func keyedTypes(e *relEntry, set []int, keyText bool) []string {
 func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for _, r := range rs {
-		for _, x := range r.key {
+		for _, x := range r.Key {
 			a.addCell(x)
 		}
 		for _, i := range set {
-			a.addCell(r.image[i])
+			a.addCell(r.Image[i])
 		}
 		if keyText {
 			a.addKeyText(e, r)
@@ -465,17 +423,17 @@ func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescrip
 // record, as a parameter; the text lives in the compactor's arena.
 func (a *applier) addKeyText(e *relEntry, r *netRow) {
 	c := a.net
-	start := len(c.arena)
+	start := len(c.Arena)
 	for j, i := range e.Key {
 		if j > 0 {
-			c.arena = append(c.arena, ", "...)
+			c.Arena = append(c.Arena, ", "...)
 		}
-		c.arena = append(c.arena, e.Rel.Columns[i].Name...)
-		c.arena = append(c.arena, '=')
-		x := r.key[j]
-		c.arena = appendValue(c.arena, &protocol.TupleColumn{Kind: x.kind, Data: c.bytes(x)})
+		c.Arena = append(c.Arena, e.Rel.Columns[i].Name...)
+		c.Arena = append(c.Arena, '=')
+		x := r.Key[j]
+		c.Arena = appendValue(c.Arena, &protocol.TupleColumn{Kind: x.Kind, Data: c.Bytes(x)})
 	}
-	a.params = append(a.params, c.arena[start:len(c.arena):len(c.arena)])
+	a.params = append(a.params, c.Arena[start:len(c.Arena):len(c.Arena)])
 	a.formats = append(a.formats, 0)
 }
 
@@ -495,8 +453,8 @@ func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
 			}
 			dst = append(dst, e.Rel.Columns[i].Name...)
 			dst = append(dst, '=')
-			x := r.key[j]
-			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.kind, Data: a.net.bytes(x)})
+			x := r.Key[j]
+			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.Kind, Data: a.net.Bytes(x)})
 		}
 	}
 	return dst

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
+	"github.com/walapply/walapply/protocol"
 )
 
 // The names below are transitional: they keep the files of apply that
@@ -51,3 +53,51 @@ func sourceSchema(ns string) string               { return relmap.SourceSchema(n
 func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*targetTable, bool, error) {
 	return relmap.LookupTable(ctx, q, schema, name)
 }
+
+// Compaction (apply/internal/compact).
+type (
+	cell       = compact.Cell
+	netRow     = compact.Row
+	netTable   = compact.Table
+	compactor  = compact.Compactor
+	netKind    = compact.Kind
+	binaryCols = compact.BinaryCols
+)
+
+const (
+	netInsert      = compact.NetInsert
+	netUpdate      = compact.NetUpdate
+	netDelete      = compact.NetDelete
+	netReplace     = compact.NetReplace
+	netNothing     = compact.NetNothing
+	maxCompactRows = compact.MaxRows
+	maxArrayValue  = compact.MaxArrayValue
+	textArrayOID   = compact.TextArrayOID
+	textOID        = compact.TextOID
+)
+
+func newCompactor() *compactor { return compact.New() }
+func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+	return compact.RowKey(dst, e, t)
+}
+func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) { return compact.ArrayRows(e, rows) }
+func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs []uint32) {
+	compact.WriteRowSource(b, arrays, n, types, arrs)
+}
+func rowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
+	return compact.RowParamOIDs(arrays, n, oids, arrs)
+}
+func appendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
+	return compact.AppendArrayHeader(dst, elem, n, nulls)
+}
+func appendArrayElem(dst, v []byte) []byte { return compact.AppendArrayElem(dst, v) }
+func rowForm(e *relEntry, rows []*netRow) (arrays bool, bin binaryCols, each func([]*netRow, int, func([]*netRow) error) error) {
+	return compact.RowForm(e, rows)
+}
+func shapeName(kind string, arrays bool, n int, arrs []uint32) string {
+	return compact.ShapeName(kind, arrays, n, arrs)
+}
+func chunks(rows []*netRow, perRow int, fn func([]*netRow) error) error {
+	return compact.Chunks(rows, perRow, fn)
+}
+func valuesList(b *strings.Builder, n, cols, first int) { compact.ValuesList(b, n, cols, first) }

@@ -1,16 +1,17 @@
-package apply
+package compact
 
 import (
 	"errors"
 	"slices"
 	"testing"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
 // TestCompactorTransitions checks the net-effect rules row by row.
 func TestCompactorTransitions(t *testing.T) {
-	e := &relEntry{
+	e := &relmap.Entry{
 		Rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
 			Columns: []protocol.RelationColumn{{Name: "k", Flags: protocol.ColumnFlagKey}, {Name: "v"}}},
 		Tcol: []int{0, 1}, Key: []int{0},
@@ -33,29 +34,29 @@ func TestCompactorTransitions(t *testing.T) {
 	tests := []struct {
 		name     string
 		msgs     []protocol.Message
-		rejectAt int     // index of the message add must refuse; -1: none
-		want     netKind // net kind of key "1" after the accepted messages
-		wantV    string  // its image's v ("" for none, "u" for unchanged)
+		rejectAt int    // index of the message add must refuse; -1: none
+		want     Kind   // net kind of key "1" after the accepted messages
+		wantV    string // its image's v ("" for none, "u" for unchanged)
 	}{
-		{"insert", []protocol.Message{ins("1", "a")}, -1, netInsert, "a"},
-		{"insert update", []protocol.Message{ins("1", "a"), upd("1", "b")}, -1, netInsert, "b"},
-		{"insert update toast keeps value", []protocol.Message{ins("1", "a"), upd("1", "")}, -1, netInsert, "a"},
-		{"update toast stays unchanged", []protocol.Message{upd("1", "")}, -1, netUpdate, "u"},
-		{"insert delete", []protocol.Message{ins("1", "a"), del("1")}, -1, netNothing, ""},
-		{"insert delete insert", []protocol.Message{ins("1", "a"), del("1"), ins("1", "c")}, -1, netInsert, "c"},
-		{"update delete", []protocol.Message{upd("1", "a"), del("1")}, -1, netDelete, ""},
-		{"delete insert", []protocol.Message{del("1"), ins("1", "n")}, -1, netReplace, "n"},
-		{"delete insert update", []protocol.Message{del("1"), ins("1", "n"), upd("1", "m")}, -1, netReplace, "m"},
-		{"replace delete", []protocol.Message{del("1"), ins("1", "n"), del("1")}, -1, netDelete, ""},
-		{"duplicate insert refused", []protocol.Message{ins("1", "a"), ins("1", "b")}, 1, netInsert, "a"},
-		{"update after delete refused", []protocol.Message{del("1"), upd("1", "b")}, 1, netDelete, ""},
-		{"key change refused", []protocol.Message{ins("1", "a"), updKey("1", "2", "b")}, 1, netInsert, "a"},
-		{"same key in old tuple accepted", []protocol.Message{ins("1", "a"), updKey("1", "1", "b")}, -1, netInsert, "b"},
+		{"insert", []protocol.Message{ins("1", "a")}, -1, NetInsert, "a"},
+		{"insert update", []protocol.Message{ins("1", "a"), upd("1", "b")}, -1, NetInsert, "b"},
+		{"insert update toast keeps value", []protocol.Message{ins("1", "a"), upd("1", "")}, -1, NetInsert, "a"},
+		{"update toast stays unchanged", []protocol.Message{upd("1", "")}, -1, NetUpdate, "u"},
+		{"insert delete", []protocol.Message{ins("1", "a"), del("1")}, -1, NetNothing, ""},
+		{"insert delete insert", []protocol.Message{ins("1", "a"), del("1"), ins("1", "c")}, -1, NetInsert, "c"},
+		{"update delete", []protocol.Message{upd("1", "a"), del("1")}, -1, NetDelete, ""},
+		{"delete insert", []protocol.Message{del("1"), ins("1", "n")}, -1, NetReplace, "n"},
+		{"delete insert update", []protocol.Message{del("1"), ins("1", "n"), upd("1", "m")}, -1, NetReplace, "m"},
+		{"replace delete", []protocol.Message{del("1"), ins("1", "n"), del("1")}, -1, NetDelete, ""},
+		{"duplicate insert refused", []protocol.Message{ins("1", "a"), ins("1", "b")}, 1, NetInsert, "a"},
+		{"update after delete refused", []protocol.Message{del("1"), upd("1", "b")}, 1, NetDelete, ""},
+		{"key change refused", []protocol.Message{ins("1", "a"), updKey("1", "2", "b")}, 1, NetInsert, "a"},
+		{"same key in old tuple accepted", []protocol.Message{ins("1", "a"), updKey("1", "1", "b")}, -1, NetInsert, "b"},
 	}
 	for _, tc := range tests {
-		c := newCompactor()
+		c := New()
 		for i, m := range tc.msgs {
-			ok := c.add(e, m)
+			ok := c.Add(e, m)
 			if ok != (i != tc.rejectAt) {
 				t.Fatalf("%s: message %d accepted = %v", tc.name, i, ok)
 			}
@@ -64,19 +65,19 @@ func TestCompactorTransitions(t *testing.T) {
 			}
 		}
 		var key protocol.TupleData = row("1", "x")
-		r := c.byRel[1].rows[string(rowKey(nil, e, &key))]
+		r := c.ByRel[1].Rows[string(RowKey(nil, e, &key))]
 		if r == nil {
 			t.Fatalf("%s: no net row", tc.name)
 		}
-		if r.kind != tc.want {
-			t.Errorf("%s: net kind %d, want %d", tc.name, r.kind, tc.want)
+		if r.Kind != tc.want {
+			t.Errorf("%s: net kind %d, want %d", tc.name, r.Kind, tc.want)
 		}
 		got := ""
-		if r.image != nil {
-			if r.image[1].kind == 'u' {
+		if r.Image != nil {
+			if r.Image[1].Kind == 'u' {
 				got = "u"
 			} else {
-				got = string(c.bytes(r.image[1]))
+				got = string(c.Bytes(r.Image[1]))
 			}
 		}
 		if got != tc.wantV {
@@ -86,7 +87,7 @@ func TestCompactorTransitions(t *testing.T) {
 }
 
 func TestChunks(t *testing.T) {
-	rows := make([]*netRow, 300)
+	rows := make([]*Row, 300)
 	tests := []struct {
 		n, perRow int
 		want      []int
@@ -101,7 +102,7 @@ func TestChunks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var sizes []int
-		if err := chunks(rows[:tt.n], tt.perRow, func(rs []*netRow) error { sizes = append(sizes, len(rs)); return nil }); err != nil {
+		if err := Chunks(rows[:tt.n], tt.perRow, func(rs []*Row) error { sizes = append(sizes, len(rs)); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(sizes, tt.want) {
@@ -111,7 +112,7 @@ func TestChunks(t *testing.T) {
 	// An error from fn stops at once.
 	calls := 0
 	boom := errors.New("boom")
-	if err := chunks(rows, 2, func([]*netRow) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
+	if err := Chunks(rows, 2, func([]*Row) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
 		t.Errorf("chunks after an error: %v after %d calls, want boom after 1", err, calls)
 	}
 }
