@@ -87,7 +87,7 @@ type applier struct {
 	// it write, since a commit without an xid does not advance the origin.
 	filteredOut bool
 
-	// group commit (group.go) and net-effect compaction (compact.go)
+	// group commit (group.go) and net-effect compaction (internal/compact)
 	net            *compactor
 	compaction     bool
 	grouping       bool
@@ -112,7 +112,7 @@ type applier struct {
 	formats  []int16
 	matchIdx []int
 	shape    []byte
-	// the packed arrays of the array row source (compact_rows.go)
+	// the packed arrays of the array row source (internal/compact/rows.go)
 	arrayBuf  []byte
 	arrayEnds []int
 
@@ -418,7 +418,7 @@ func (a *applier) rowMissing(q *queuedStmt, n int, key string) {
 }
 
 // changeNet folds a change into the net state of the group when that is
-// safe (compact.go), and otherwise queues it as it comes.
+// safe (internal/compact), and otherwise queues it as it comes.
 func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 	if !a.compaction || !a.grouping || a.machine.state != stateInTxn || a.txn.finalLSN <= a.noGroupThrough {
 		return a.change(ctx, msg)

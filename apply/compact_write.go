@@ -10,16 +10,16 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// writeOut writes the net changes out (compact.go keeps them): per table, the
+// writeOut writes the net changes out (internal/compact keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
-// whose rows come from a row source (compact_rows.go), or a long run of
+// whose rows come from a row source (internal/compact/rows.go), or a long run of
 // inserts as one COPY (target_copy.go).
 //
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
 // is deleted, then inserted), and empties the compactor. Each table's own
 // changes keep that order; the order between tables does not matter (see
-// compact.go), and the inserts come last so that the COPYs among them cut
+// internal/compact), and the inserts come last so that the COPYs among them cut
 // the batch in as few places as possible.
 func (a *applier) writeOut(ctx context.Context) error {
 	c := a.net
@@ -192,7 +192,7 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 	// Rows whose images hold unchanged TOAST values need SET lists without
 	// those columns: rows are written in runs of the same set of columns
 	// (their order does not matter: every row has its own key), each in
-	// key order (compact_order.go).
+	// key order (internal/compact/order.go).
 	a.net.SortByKey(rows)
 	var order []string
 	runs := map[string][]*netRow{}

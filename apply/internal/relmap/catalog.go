@@ -14,11 +14,11 @@ type Column struct {
 	TypeOID  uint32
 	TypeName string // format_type, for messages
 	// CastType names the column's type without its modifier, for casts
-	// (compact_rows.go): a cast to varchar(3) or char(4) would truncate
+	// (internal/compact/rows.go): a cast to varchar(3) or char(4) would truncate
 	// silently where assigning to the column raises an error.
 	CastType string
 	// ArrayOID is the column type's array type, for binary values sent as
-	// one typed array per column (compact_rows.go); 0 when it has none or
+	// one typed array per column (internal/compact/rows.go); 0 when it has none or
 	// is composite (or a domain over one), whose unnest() would expand.
 	ArrayOID  uint32
 	Generated bool // GENERATED ALWAYS: never written
@@ -44,7 +44,7 @@ type Table struct {
 	ByName      map[string]int
 	// KeyOnlyUnique: the table has exactly one unique index (or
 	// constraint) and no exclusion constraint; UniqueCols are its columns.
-	// Net-effect compaction (compact.go) needs that.
+	// Net-effect compaction (internal/compact) needs that.
 	KeyOnlyUnique bool
 	UniqueCols    map[string]bool
 }
