@@ -1,0 +1,409 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// parallelWorker applies one streamed transaction at a time on a target
+// connection of its own, on a goroutine fed by the run loop through jobs
+// (see parallelPool). It owns an applier of its own (its relation cache,
+// prepared statements and batch) that runs no state machine: the run loop's
+// txnMachine has checked the framing.
+type parallelWorker struct {
+	id     int
+	origin string
+	conn   *pgx.Conn
+	pid    uint32
+	a      *applier
+	dec    *protocol.Decoder
+	jobs   chan pjob
+	done   chan struct{}
+
+	// busy: a transaction is assigned (run loop only).
+	busy bool
+	// xid is the transaction applied, subs the subtransactions that have a
+	// savepoint, innermost last (worker goroutine only).
+	xid  uint32
+	subs []uint32
+	// failed is set once the transaction failed (by the goroutine, or by
+	// lockWatch); err says why.
+	failed atomic.Bool
+	mu     sync.Mutex
+	err    error
+}
+
+// jobKind is what the run loop asks of a worker.
+type jobKind uint8
+
+const (
+	jobBegin    jobKind = iota // open the target transaction for xid
+	jobChange                  // apply raw, a message of a stream block
+	jobIdle                    // the block ended: send what is queued
+	jobAbortSub                // roll back to subxid's savepoint
+	jobRollback                // roll back; the worker is free again
+	jobCommit                  // commit with the origin advanced to end
+	jobPrepare                 // prepare as gid with the origin advanced to end
+)
+
+// pjob is one request to a worker.
+type pjob struct {
+	kind    jobKind
+	xid     uint32
+	raw     []byte
+	subxid  uint32
+	end     protocol.LSN
+	lsn     protocol.LSN // the commit or prepare LSN
+	at      protocol.Timestamp
+	gid     string
+	applied protocol.LSN // the applier's progress, for a rewind
+	reply   chan error
+}
+
+// workerQueue bounds the messages handed to a worker and not yet applied.
+const workerQueue = 256
+
+// parallelOriginPrefix starts every worker's origin name.
+const parallelOriginPrefix = "walapply_par"
+
+// parallelOriginName names the replication origin of worker id (from 1):
+// "walapply_par<id>_<applier>", cut and completed with a hash of the
+// applier's name past 63 bytes, as copyOriginName does for copy workers.
+func parallelOriginName(applier string, id int) string {
+	name := parallelOriginPrefix + strconv.Itoa(id) + "_" + applier
+	if len(name) <= state.MaxOriginNameLen {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(applier))
+	suffix := fmt.Sprintf("_%08x", h.Sum32())
+	cut := name[:state.MaxOriginNameLen-len(suffix)]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return cut + suffix
+}
+
+// isParallelOriginOf reports whether origin is one of applier's worker
+// origins.
+func isParallelOriginOf(applier, origin string) bool {
+	rest, ok := strings.CutPrefix(origin, parallelOriginPrefix)
+	digits, _, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 {
+		return false
+	}
+	id, err := strconv.Atoi(digits)
+	return err == nil && id >= 1 && strconv.Itoa(id) == digits && parallelOriginName(applier, id) == origin
+}
+
+// parallelOriginsOf lists applier's worker origins on the target and their
+// progress.
+func parallelOriginsOf(ctx context.Context, q *pgx.Conn, applier string) (map[string]protocol.LSN, error) {
+	rows, err := q.Query(ctx, `SELECT roname::text, coalesce(pg_catalog.pg_replication_origin_progress(roname, false)::text, '0/0')
+		FROM pg_catalog.pg_replication_origin WHERE pg_catalog.starts_with(roname, $1)`, parallelOriginPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing the replication origins of the parallel connections: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]protocol.LSN{}
+	for rows.Next() {
+		var name, lsn string
+		if err := rows.Scan(&name, &lsn); err != nil {
+			return nil, err
+		}
+		if !isParallelOriginOf(applier, name) {
+			continue
+		}
+		l, err := protocol.ParseLSN(lsn)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the replication origins of the parallel connections: %w", err)
+	}
+	return out, nil
+}
+
+// repairParallelOrigins moves the applier's origin up to the furthest of
+// its workers' origins (see parallelPool: after a crash between a worker's
+// commit and the applier's origin following it). It runs at every connect,
+// before anything sets the origin up.
+func (s *session) repairParallelOrigins(ctx context.Context) error {
+	origins, err := parallelOriginsOf(ctx, s.control, s.cfg.Name)
+	if err != nil || len(origins) == 0 {
+		return err
+	}
+	main, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
+	if err != nil {
+		return err
+	}
+	best, from := main, ""
+	for name, lsn := range origins {
+		if lsn > best {
+			best, from = lsn, name
+		}
+	}
+	if from == "" {
+		return nil
+	}
+	if err := state.AdvanceOrigin(ctx, s.control, s.origin, best); err != nil {
+		return err
+	}
+	s.cfg.Logger.Info().Str("origin", s.origin).Stringer("from", main).Stringer("to", best).Str("parallel_origin", from).
+		Msg("the applier's origin follows a streamed transaction committed on a parallel connection just before the last stop")
+	return nil
+}
+
+// newParallelWorker connects worker id and sets its session up like the
+// main one's, with its own origin.
+func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) (*parallelWorker, error) {
+	origin := parallelOriginName(cfg.Name, id)
+	conn, err := connectTarget(ctx, cfg, "parallel "+strconv.Itoa(id))
+	if err != nil {
+		return nil, err
+	}
+	if err := state.EnsureOrigin(ctx, conn, origin); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	sess := newTargetSession(conn)
+	if err := sess.setup(ctx, origin); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	dec, err := protocol.NewDecoder(replayDecoderOptions)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.binary, 0)
+	wa.name, wa.policies = main.name, main.policies
+	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
+	w := &parallelWorker{id: id, origin: origin, conn: conn, pid: conn.PgConn().PID(), a: wa, dec: dec,
+		jobs: make(chan pjob, workerQueue), done: make(chan struct{})}
+	go w.run(context.WithoutCancel(ctx))
+	return w, nil
+}
+
+// push hands a job over, waiting while the queue is full.
+func (w *parallelWorker) push(j pjob) { w.jobs <- j }
+
+// call hands a job over and waits for its result.
+func (w *parallelWorker) call(j pjob) error {
+	j.reply = make(chan error, 1)
+	w.jobs <- j
+	return <-j.reply
+}
+
+// check returns a fallback error once the worker's transaction failed.
+func (w *parallelWorker) check() error {
+	if !w.failed.Load() {
+		return nil
+	}
+	return &parallelFallbackError{xid: w.xidNow(), reason: w.failure()}
+}
+
+func (w *parallelWorker) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		return errors.New("failed")
+	}
+	return w.err
+}
+
+func (w *parallelWorker) xidNow() uint32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.xid
+}
+
+// fail records the first failure of the transaction.
+func (w *parallelWorker) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.failed.Store(true)
+}
+
+// close stops the goroutine and the connection; an open transaction rolls
+// back with it.
+func (w *parallelWorker) close() {
+	close(w.jobs)
+	<-w.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5e9)
+	defer cancel()
+	w.conn.Close(ctx)
+}
+
+// mergeStats adds the worker's counters to the applier's.
+func (w *parallelWorker) mergeStats(st *Stats) {
+	ws := &w.a.Stats
+	st.Inserts.Add(ws.Inserts.Swap(0))
+	st.CopiedRows.Add(ws.CopiedRows.Swap(0))
+	st.Updates.Add(ws.Updates.Swap(0))
+	st.Deletes.Add(ws.Deletes.Swap(0))
+	st.Truncates.Add(ws.Truncates.Swap(0))
+	st.MissingRows.Add(ws.MissingRows.Swap(0))
+}
+
+// run is the worker's goroutine.
+func (w *parallelWorker) run(ctx context.Context) {
+	defer close(w.done)
+	for j := range w.jobs {
+		err := w.do(ctx, j)
+		if err != nil && !w.failed.Load() {
+			w.fail(err)
+			w.a.sess.reset()
+		}
+		if j.reply != nil {
+			if err == nil && w.failed.Load() {
+				err = w.failure()
+			}
+			j.reply <- err
+		}
+		if len(w.jobs) == 0 && !w.failed.Load() && w.xid != 0 {
+			// Nothing more at hand: let the target work on what is queued.
+			if failed, err := w.a.sess.sendAsync(ctx, nil); err != nil {
+				w.fail(w.a.failStmt(ctx, failed, err))
+			}
+		}
+	}
+}
+
+// do acts on one job. After a failure only the end of the transaction is
+// acted on.
+func (w *parallelWorker) do(ctx context.Context, j pjob) error {
+	a := w.a
+	switch j.kind {
+	case jobBegin:
+		w.mu.Lock()
+		w.xid, w.subs, w.err = j.xid, w.subs[:0], nil
+		w.mu.Unlock()
+		w.failed.Store(false)
+		a.txn = openTxn{xid: j.xid}
+		a.sess.txnXid, a.sess.txnLSN = j.xid, 0
+		a.sess.begin()
+		return nil
+	case jobRollback:
+		return w.finish(ctx, a.sess.rollback(ctx))
+	}
+	if w.failed.Load() {
+		if j.kind == jobCommit || j.kind == jobPrepare {
+			return w.finish(ctx, w.failure())
+		}
+		return nil
+	}
+	switch j.kind {
+	case jobChange:
+		return w.change(ctx, j)
+	case jobIdle:
+		return nil // run sends
+	case jobAbortSub:
+		i := slices.Index(w.subs, j.subxid)
+		if i < 0 {
+			return nil // no change of it reached the worker
+		}
+		a.sess.queueSQL(opBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
+		w.subs = w.subs[:i]
+		return nil
+	case jobCommit, jobPrepare:
+		return w.finish(ctx, w.end(ctx, j))
+	}
+	return nil
+}
+
+// finish frees the worker after its transaction ended, with err.
+func (w *parallelWorker) finish(ctx context.Context, err error) error {
+	if err != nil && !w.a.sess.pg.IsClosed() {
+		_ = w.a.sess.rollback(ctx)
+	}
+	w.mu.Lock()
+	w.xid = 0
+	w.mu.Unlock()
+	return err
+}
+
+// savepointName names the savepoint of subtransaction subxid.
+func savepointName(subxid uint32) string {
+	return quoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
+}
+
+// change applies one message of a stream block.
+func (w *parallelWorker) change(ctx context.Context, j pjob) error {
+	a := w.a
+	msg, err := w.dec.DecodeStreamedChange(j.raw)
+	if err != nil {
+		return &PermanentError{fmt.Errorf("apply: internal error: a streamed change does not decode twice: %w", err)}
+	}
+	switch m := msg.(type) {
+	case *protocol.Relation:
+		a.putStreamedRelation(m)
+	case *protocol.TypeMessage:
+		a.rels.PutType(m)
+	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
+		if j.subxid != w.xid && !slices.Contains(w.subs, j.subxid) {
+			a.sess.queueSQL(opBegin, nil, "SAVEPOINT "+savepointName(j.subxid))
+			w.subs = append(w.subs, j.subxid)
+		}
+		if err := a.change(ctx, msg); err != nil {
+			return a.fail(ctx, err)
+		}
+		if a.sess.full() {
+			if failed, err := a.sess.flush(ctx); err != nil {
+				return a.failStmt(ctx, failed, err)
+			}
+		}
+	}
+	return nil
+}
+
+// end commits or prepares the transaction, its origin advanced to j.end
+// inside it. txid_current gives it an xid, so that it writes a commit
+// record (which advances the origin) even if none of its changes wrote.
+func (w *parallelWorker) end(ctx context.Context, j pjob) error {
+	a := w.a
+	a.applied = j.applied // the position a rewind goes back to
+	a.txn.finalLSN, a.sess.txnLSN = j.lsn, j.lsn
+	a.sess.queueSQL(opOrigin, nil, "SELECT pg_catalog.txid_current()")
+	if j.kind == jobCommit {
+		a.queueOriginAdvance(j.end, j.at)
+		a.sess.queueSQL(opCommit, nil, "COMMIT")
+		if failed, err := a.sess.flush(ctx); err != nil {
+			return a.failStmt(ctx, failed, err)
+		}
+		a.sess.done = a.sess.done[:0]
+		return nil
+	}
+	a.tp.gid = j.gid
+	a.params = append(state.AppendXactSetupArgs(a.params[:0], j.end, j.at.Time()), []byte(j.gid))
+	a.formats = append(a.formats[:0], 0, 0, 0)
+	sd, err := a.sess.statementFor(ctx, state.XactSetupUnlessPreparedSQL, nil)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	a.sess.queueStmt(opOrigin, nil, sd, a.params, a.formats, 0, 0)
+	a.sess.queueSQL(opCommit, nil, twophase.PrepareSQL(j.gid))
+	if failed, err := a.sess.flush(ctx); err != nil {
+		return a.failPrepare(ctx, failed, err)
+	}
+	a.sess.done = a.sess.done[:0]
+	return nil
+}
