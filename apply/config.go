@@ -147,6 +147,10 @@ type Config struct {
 	// spillXids are the streamed transactions that fell back from
 	// --streaming parallel to the spill path (stream_parallel.go).
 	spillXids map[uint32]bool
+	// parallelCommitted, in tests, runs right after a worker committed and
+	// before the applier's origin follows; an error ends the session there,
+	// as a crash would (stream_parallel.go).
+	parallelCommitted func(xid uint32) error
 
 	// ConnectTimeout bounds how long Run tries to reach the target and the
 	// source at its start: once it has passed without both answering, Run

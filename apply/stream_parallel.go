@@ -305,6 +305,11 @@ func (a *applier) parallelCommit(ctx context.Context, w *parallelWorker, m *prot
 	if err := w.call(pjob{kind: jobCommit, end: m.EndLSN, at: m.CommitTime, lsn: m.CommitLSN, applied: a.applied}); err != nil {
 		return &parallelFallbackError{xid: m.Xid, reason: err}
 	}
+	if f := a.stream.par.cfg.parallelCommitted; f != nil {
+		if err := f(m.Xid); err != nil {
+			return err
+		}
+	}
 	w.mergeStats(&a.Stats)
 	a.Stats.ParallelApplied.Add(1)
 	a.log.Info().Uint32("xid", m.Xid).Stringer("commit_lsn", m.CommitLSN).Int("worker", w.id).
