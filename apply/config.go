@@ -147,6 +147,9 @@ type Config struct {
 	// spillXids are the streamed transactions that fell back from
 	// --streaming parallel to the spill path (stream_parallel.go).
 	spillXids map[uint32]bool
+	// openParallel are the transactions applied as they streamed when the
+	// last session ended.
+	openParallel []uint32
 	// parallelCommitted, in tests, runs right after a worker committed and
 	// before the applier's origin follows; an error ends the session there,
 	// as a crash would (stream_parallel.go).

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -118,13 +120,27 @@ func (e *parallelFallbackError) Error() string {
 
 // parallelFallback is the hook in Run's retry loop: it reports whether err
 // is a fallback, and marks the transaction for the spill path.
+//
+// A deadlock or lock timeout on the main connection while transactions
+// were applied as they streamed (PostgreSQL's deadlock detector chose the
+// main connection's side of a cycle with a worker) is not a fallback: Run
+// retries it as any transient error, but those transactions are spilled in
+// the next session, so that the cycle cannot come back.
 func (c *Config) parallelFallback(err error) bool {
-	var pf *parallelFallbackError
-	if !errors.As(err, &pf) {
-		return false
-	}
 	if c.spillXids == nil {
 		c.spillXids = map[uint32]bool{}
+	}
+	var pf *parallelFallbackError
+	if !errors.As(err, &pf) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03") && len(c.openParallel) > 0 {
+			for _, xid := range c.openParallel {
+				c.spillXids[xid] = true
+			}
+			c.Logger.Warn().Uints32("xids", c.openParallel).Err(err).
+				Msg("a lock conflict ended the session while streamed transactions were applied as they streamed; the source sends them again and they are spilled")
+		}
+		return false
 	}
 	c.spillXids[pf.xid] = true
 	c.Logger.Warn().Uint32("xid", pf.xid).AnErr("reason", pf.reason).
@@ -154,6 +170,7 @@ func (s *session) closeParallel() {
 		return
 	}
 	p := s.applier.stream.par
+	s.cfg.openParallel = slices.Collect(maps.Keys(p.byXid))
 	p.watch.stop()
 	for _, w := range p.workers {
 		w.close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -244,12 +245,25 @@ func (w *parallelWorker) fail(err error) {
 }
 
 // close stops the goroutine and the connection; an open transaction rolls
-// back with it.
+// back with it. A statement still running (waiting for a lock of a
+// connection closed before) is cancelled; a goroutine that does not end
+// even then is left behind, with its connection, rather than block the end
+// of the session.
 func (w *parallelWorker) close() {
 	close(w.jobs)
-	<-w.done
-	ctx, cancel := context.WithTimeout(context.Background(), 5e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	select {
+	case <-w.done:
+	case <-time.After(100 * time.Millisecond):
+		w.fail(errors.New("the session ended"))
+		_ = w.conn.PgConn().CancelRequest(ctx)
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return
+		}
+	}
 	w.conn.Close(ctx)
 }
 
