@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -165,5 +166,12 @@ func TestParallelTwoPhase(t *testing.T) {
 		if n := logs.count("prepared on its parallel connection"); n != 3 {
 			t.Errorf("%d transactions prepared on a parallel connection, want 3", n)
 		}
+
+		// walapply drop removes the parallel connections' origins too.
+		h.expect(`SELECT count(*)::text FROM pg_replication_origin WHERE roname LIKE 'walapply_par%'`, "1")
+		if _, err := apply.Drop(h.ctx, apply.DropConfig{Target: h.pair.Target.ConnString("postgres"), Name: "big"}); err != nil {
+			t.Fatalf("drop: %v", err)
+		}
+		h.expect(`SELECT count(*)::text FROM pg_replication_origin`, "0")
 	})
 }
