@@ -109,10 +109,13 @@ func (lw *lockWatch) look(ctx context.Context) error {
 		lw.seen = map[[2]uint32]bool{}
 		return nil
 	}
-	rows, err := lw.conn.Query(ctx, `SELECT w.pid, h.pid FROM pg_catalog.unnest($1::int[]) AS w(pid)
+	// A prepared transaction holding the lock shows as pid 0: a worker
+	// waiting for one is ended itself (the prepared transaction may wait
+	// for a COMMIT PREPARED behind the worker's transaction in the stream).
+	rows, err := lw.conn.Query(ctx, `SELECT w.pid, CASE b.pid WHEN 0 THEN w.pid ELSE b.pid END FROM pg_catalog.unnest($1::int[]) AS w(pid)
 		CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.pg_blocking_pids(w.pid)) AS b(pid)
-		JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid
-		WHERE b.pid = ANY ($2::int[]) AND h.state = 'idle in transaction'`, pids, holders)
+		LEFT JOIN pg_catalog.pg_stat_activity h ON h.pid = b.pid
+		WHERE (b.pid = ANY ($2::int[]) AND h.state = 'idle in transaction') OR (b.pid = 0 AND w.pid = ANY ($2::int[]))`, pids, holders)
 	if err != nil {
 		return err
 	}

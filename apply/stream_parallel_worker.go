@@ -276,6 +276,18 @@ func (w *parallelWorker) mergeStats(st *Stats) {
 	st.Deletes.Add(ws.Deletes.Swap(0))
 	st.Truncates.Add(ws.Truncates.Swap(0))
 	st.MissingRows.Add(ws.MissingRows.Swap(0))
+	ws.Conflicts.mu.Lock()
+	n := ws.Conflicts.n
+	ws.Conflicts.n = nil
+	ws.Conflicts.mu.Unlock()
+	for kind, k := range n {
+		st.Conflicts.mu.Lock()
+		if st.Conflicts.n == nil {
+			st.Conflicts.n = map[string]int64{}
+		}
+		st.Conflicts.n[kind] += k
+		st.Conflicts.mu.Unlock()
+	}
 }
 
 // run is the worker's goroutine.
