@@ -155,7 +155,9 @@
 //   - Compaction: compact.go (net state), compact_write.go (write-out),
 //     compact_rows.go (rows as array parameters), compact_order.go.
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
-//     stream_errors.go, stream_publication.go.
+//     stream_errors.go, stream_publication.go; applied as they stream
+//     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
+//     stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go.
 //   - Initial copy and tables published later: copy.go, copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
