@@ -175,3 +175,31 @@ func TestParallelTwoPhase(t *testing.T) {
 		h.expect(`SELECT count(*)::text FROM pg_replication_origin`, "0")
 	})
 }
+
+// TestParallelCompacted runs the scenarios whose order and savepoints
+// matter with stream blocks of many changes (logical_decoding_work_mem
+// alone), so that a worker's net state (compaction, COPY) holds many rows
+// when a savepoint is defined or rolled back to.
+func TestParallelCompacted(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := parallelHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"})
+		h.both(`CREATE TABLE il (id int PRIMARY KEY, v text)`, `CREATE TABLE sp (id int PRIMARY KEY, v text)`)
+		h.source(`CREATE TABLE ex (id int PRIMARY KEY, v text)`)
+		h.target(`CREATE TABLE ex (n int DEFAULT 42, id int PRIMARY KEY, added date DEFAULT '2000-01-01',
+			v text, twice int GENERATED ALWAYS AS (id * 2) STORED)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE il, sp, ex`)
+		h.createSlot("s")
+		cfg, logs := h.streamConfig("s", "parallel", "pub")
+		stop := h.runApplier(cfg)
+		streamInterleaved(h)
+		streamSavepoints(h, logs)
+		streamExtraColumns(h)
+		if n := parallelApplied(logs); n != 4 {
+			t.Errorf("%d streamed transactions applied as they streamed, want 4", n)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("applier: %v", err)
+		}
+	})
+}

@@ -24,6 +24,16 @@ import (
 // (see parallelPool). It owns an applier of its own (its relation cache,
 // prepared statements and batch) that runs no state machine: the run loop's
 // txnMachine has checked the framing.
+//
+// Its changes go through net-effect compaction (compact.go), as a group's
+// do, so that a long run of inserts reaches the target as one COPY: the
+// net state is written out at the end of every stream block, before a
+// savepoint is defined, before a Relation message changes a table it
+// holds, and before the commit or prepare. A Stream Abort comes between
+// blocks, so the net state is empty then; were it not, it would hold only
+// changes made after the newest savepoint, all of the aborted
+// subtransaction or of those nested in it, and it is discarded along with
+// the ROLLBACK TO SAVEPOINT.
 type parallelWorker struct {
 	id     int
 	origin string
@@ -194,6 +204,8 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 	}
 	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.binary, 0)
 	wa.name, wa.policies = main.name, main.policies
+	// The machine stays "inside a transaction", for changeNet.
+	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
 	w := &parallelWorker{id: id, origin: origin, conn: conn, pid: conn.PgConn().PID(), a: wa, dec: dec,
 		jobs: make(chan pjob, workerQueue), done: make(chan struct{})}
@@ -324,8 +336,11 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		w.xid, w.subs, w.err = j.xid, w.subs[:0], nil
 		w.mu.Unlock()
 		w.failed.Store(false)
-		a.txn = openTxn{xid: j.xid}
+		// The commit LSN is known only at Stream Commit; until then 1, a
+		// position no transaction has, which lets changeNet compact.
+		a.txn = openTxn{xid: j.xid, finalLSN: 1}
 		a.sess.txnXid, a.sess.txnLSN = j.xid, 0
+		a.net = newCompactor()
 		a.sess.begin()
 		return nil
 	case jobRollback:
@@ -341,12 +356,16 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 	case jobChange:
 		return w.change(ctx, j)
 	case jobIdle:
-		return nil // run sends
+		if err := a.writeOut(ctx); err != nil { // run sends
+			return a.fail(ctx, err)
+		}
+		return nil
 	case jobAbortSub:
 		i := slices.Index(w.subs, j.subxid)
 		if i < 0 {
 			return nil // no change of it reached the worker
 		}
+		a.net = newCompactor() // see parallelWorker
 		a.sess.queueSQL(opBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
 		w.subs = w.subs[:i]
 		return nil
@@ -381,15 +400,23 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 	}
 	switch m := msg.(type) {
 	case *protocol.Relation:
+		if a.net.hasRelation(m.RelationID) {
+			if err := a.writeOut(ctx); err != nil {
+				return a.fail(ctx, err)
+			}
+		}
 		a.putStreamedRelation(m)
 	case *protocol.TypeMessage:
 		a.rels.PutType(m)
 	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
 		if j.subxid != w.xid && !slices.Contains(w.subs, j.subxid) {
+			if err := a.writeOut(ctx); err != nil {
+				return a.fail(ctx, err)
+			}
 			a.sess.queueSQL(opBegin, nil, "SAVEPOINT "+savepointName(j.subxid))
 			w.subs = append(w.subs, j.subxid)
 		}
-		if err := a.change(ctx, msg); err != nil {
+		if err := a.changeNet(ctx, msg); err != nil {
 			return a.fail(ctx, err)
 		}
 		if a.sess.full() {
@@ -408,6 +435,9 @@ func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	a := w.a
 	a.applied = j.applied // the position a rewind goes back to
 	a.txn.finalLSN, a.sess.txnLSN = j.lsn, j.lsn
+	if err := a.writeOut(ctx); err != nil {
+		return a.fail(ctx, err)
+	}
 	a.sess.queueSQL(opOrigin, nil, "SELECT pg_catalog.txid_current()")
 	if j.kind == jobCommit {
 		a.queueOriginAdvance(j.end, j.at)
