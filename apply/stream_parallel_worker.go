@@ -420,7 +420,9 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 			return a.fail(ctx, err)
 		}
 		if a.sess.full() {
-			if failed, err := a.sess.flush(ctx); err != nil {
+			// Sent without waiting: the target executes it while the next
+			// changes are compacted (one-deep pipelining, target.go).
+			if failed, err := a.sess.sendAsync(ctx, nil); err != nil {
 				return a.failStmt(ctx, failed, err)
 			}
 		}
