@@ -108,3 +108,61 @@ func TestParallelCrashAfterCommit(t *testing.T) {
 		h.compare(tableRows("c", ""))
 	})
 }
+
+// TestParallelServerCrash stops the target, then the source, immediately
+// while a streamed transaction is applied as it streams, and the target
+// once more right after it shows the transaction; the applier reconnects
+// each time, and afterwards the target has exactly the source's rows.
+func TestParallelServerCrash(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := parallelHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"})
+		h.both(`CREATE TABLE big (id int PRIMARY KEY, v text)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE big`)
+		h.createSlot("s")
+		cfg, _ := h.streamConfig("s", "parallel", "pub")
+		stop := h.runApplier(cfg)
+		crash := func(c *testenv.Cluster) {
+			t.Helper()
+			if err := c.StopImmediate(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count := `SELECT count(*)::text FROM big`
+
+		src := h.conn(true)
+		h.run(src, "BEGIN", rowsSQL("big", 1, 5000, "k"))
+		h.waitReplay("walapply s parallel 1", "big", time.Minute)
+		crash(h.pair.Target)
+		h.expect(count, "0")
+		h.run(src, rowsSQL("big", 5001, 10000, "k"), "COMMIT")
+		h.waitCaughtUp("s", 2*time.Minute)
+
+		src2, err := h.pair.Source.Connect(h.ctx, "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run(src2, "BEGIN", rowsSQL("big", 10001, 15000, "k"))
+		h.waitReplay("walapply s parallel 1", "big", time.Minute)
+		src2.Close(h.ctx)
+		crash(h.pair.Source) // the open transaction is lost with it
+		h.run(h.conn(true), rowsSQL("big", 15001, 20000, "k"))
+		deadline := time.Now().Add(2 * time.Minute)
+		for h.scalar(false, count) != "15000" {
+			if time.Now().After(deadline) {
+				t.Fatal("the last transaction did not reach the target")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		crash(h.pair.Target)
+		h.waitCaughtUp("s", 2*time.Minute)
+		if err := stop(); err != nil {
+			t.Fatalf("applier: %v", err)
+		}
+		h.expect(`SELECT count(*)::text || ' ' || count(DISTINCT id)::text FROM big`, "15000 15000")
+		h.compare(tableRows("big", ""))
+	})
+}

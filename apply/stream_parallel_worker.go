@@ -336,6 +336,8 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		w.xid, w.subs, w.err = j.xid, w.subs[:0], nil
 		w.mu.Unlock()
 		w.failed.Store(false)
+		var discard Stats // what an earlier transaction that did not commit counted
+		w.mergeStats(&discard)
 		// The commit LSN is known only at Stream Commit; until then 1, a
 		// position no transaction has, which lets changeNet compact.
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
