@@ -61,7 +61,7 @@ func readDropFacts(ctx context.Context, conn *pgx.Conn, name, origin string) (*d
 		return nil, err
 	}
 	f.origins = append(f.origins, copies...)
-	pars, err := parallelOriginsOf(ctx, conn, name) // stream_parallel_worker.go
+	pars, err := parallelOriginsOf(ctx, conn, name) // stream_parallel_origin.go
 	if err != nil {
 		return nil, err
 	}

@@ -226,7 +226,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
-	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_worker.go
+	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
 		return err
 	}
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go
