@@ -118,6 +118,8 @@ type applier struct {
 	// catalog, when set, is the connection for catalog lookups (the
 	// session's control connection); else the applying one is used.
 	catalog *pgx.Conn
+
+	ddl *ddlState // --ddl (ddl_apply.go); nil without
 }
 
 // newApplier returns an applier writing through sess, which must already be
@@ -166,7 +168,9 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		}
 	}
 	switch ev {
-	case evNone, evMessage:
+	case evNone:
+	case evMessage:
+		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.hasRelation(rel.RelationID) {

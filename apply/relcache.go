@@ -163,7 +163,7 @@ func (c *relationCache) mapTarget(ctx context.Context, q querier, e *relEntry) e
 func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
 	var e *relEntry
 	var err error
-	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
+	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil && !a.ddlUncommitted() {
 		e, err = a.lookupOnCatalog(ctx, relid)
 	} else {
 		if u != nil && !u.mapped && a.sess.busy() {

@@ -1,0 +1,283 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/walapply/walapply/internal/ddl"
+	"github.com/walapply/walapply/protocol"
+)
+
+// OpDDL names a captured DDL statement in errors (TxnError.Op).
+const OpDDL = "DDL"
+
+// ddlState is what --ddl needs while applying (Config.DDL): the source
+// captures each DDL statement as a transactional logical message
+// (internal/ddl), and the applier executes it at its place in the
+// transaction, in the same target transaction as the changes around it,
+// so it is applied exactly once by the same origin rule as data.
+//
+// At a statement the applier writes out the compaction's net state and
+// flushes the batch (everything before it is executed first, in order),
+// runs the statement with the source's search_path (SET LOCAL) and the
+// applier's own role (the source's role is only logged: the target's roles
+// need not match, and no SET ROLE means no role to trust the source with),
+// then forgets every relation's target mapping and prepared statements:
+// the source sends a new Relation message before the next change of a
+// changed table, and the target's columns are read again, on the applying
+// connection until the transaction commits (the catalog connection cannot
+// see the uncommitted DDL). Group commit goes on across the statement: it
+// is all one target transaction, written out in order.
+//
+// Only statements that touch a published table are applied: a table the
+// session knows (tableWatch), one created by an applied statement, or a
+// table created under a FOR ALL TABLES or FOR TABLES IN SCHEMA publication
+// that includes it. Everything else is logged and skipped. A created
+// table is recorded 'existing' in walapply.copy_state in the same
+// transaction: every row it has comes through the stream, nothing to copy.
+type ddlState struct {
+	allTables bool            // a publication is FOR ALL TABLES
+	schemas   map[string]bool // schemas of FOR TABLES IN SCHEMA publications
+	created   map[relName]bool
+	// dropped are the objects of the statement being captured, from the
+	// sql_drop message that comes before its ddl_command_end one.
+	dropped []ddl.Object
+	// uncommitted: a statement ran in the open target transaction, which
+	// had not committed at commits (Stats.Commits).
+	uncommitted bool
+	commits     int64
+	applied     int64 // statements applied this session
+}
+
+// errUnreplayable: a DDL statement on a published table that cannot be
+// replayed from its query string (ddl.Message.Statement).
+var errUnreplayable = errors.New("the DDL ran inside a function, procedure or DO block, or its query string holds more than one statement, so it cannot be replayed on its own")
+
+// DDLError is a captured DDL statement that failed on the target (or
+// could not be replayed), with the source LSN of its message.
+type DDLError struct {
+	Statement string
+	LSN       protocol.LSN
+	Err       error
+}
+
+func (e *DDLError) Error() string {
+	return fmt.Sprintf("captured DDL statement %q (its message ends at source LSN %s): %v; make the target able to run it (or run it there yourself and restart with --skip-lsn for this transaction once its changes are applied by hand)", e.Statement, e.LSN, e.Err)
+}
+
+func (e *DDLError) Unwrap() error { return e.Err }
+
+// ddlUncommitted reports whether the open target transaction holds a DDL
+// statement: catalog lookups must then use the applying connection.
+func (a *applier) ddlUncommitted() bool {
+	return a.ddl != nil && a.ddl.uncommitted && a.Stats.Commits.Load() == a.ddl.commits
+}
+
+// ddlMessage handles a transactional logical message of the transaction
+// being applied (also one replayed from a streamed transaction's spill
+// file): a captured DDL statement is applied, other messages are ignored.
+func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) error {
+	d := a.ddl
+	if d == nil || m.Prefix != ddl.Prefix || a.txn.skip || a.txn.userSkip {
+		return nil
+	}
+	msg, err := ddl.Parse(m.Content)
+	if err != nil {
+		return a.fail(ctx, &PermanentError{fmt.Errorf("at source LSN %s: %w", m.LSN, err)})
+	}
+	if msg.Kind == "drop" {
+		d.dropped = append(d.dropped, msg.Objects...)
+		return nil
+	}
+	objs := append(msg.Objects, d.dropped...)
+	d.dropped = nil
+	tables, created, err := a.ddlTables(ctx, objs)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	logged := a.log.With().Str("statement", msg.Query).Stringer("lsn", m.LSN).Uint32("xid", a.txn.xid).Logger()
+	if len(tables) == 0 {
+		logged.Info().Msg("captured DDL touches no published table: skipped")
+		return nil
+	}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name)}
+	stmt, ok := msg.Statement()
+	if !ok {
+		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: errUnreplayable}}
+		return a.fail(ctx, te)
+	}
+	stmt = ddl.InTransaction(stmt)
+	if err := a.writeOut(ctx); err != nil {
+		return a.fail(ctx, err)
+	}
+	if failed, err := a.sess.flush(ctx); err != nil {
+		return a.failStmt(ctx, failed, err)
+	}
+	a.collect()
+	if err := a.execDDL(ctx, msg.SearchPath, stmt, created); err != nil {
+		te.Err = &DDLError{Statement: stmt, LSN: m.LSN, Err: err}
+		return a.fail(ctx, te)
+	}
+	a.forgetRelations()
+	for _, n := range created {
+		d.created[n] = true
+		if a.watch != nil {
+			a.watch.known[n] = true
+		}
+	}
+	d.uncommitted, d.commits = true, a.Stats.Commits.Load()
+	d.applied++
+	logged.Info().Str("role", msg.Role).Str("search_path", msg.SearchPath).Msg("applied captured DDL")
+	return nil
+}
+
+// execDDL runs one statement in the open target transaction with the
+// source's search_path, then the session's own again; tables created by
+// it are recorded in walapply.copy_state.
+func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
+	pg := a.sess.pg
+	if _, err := pg.ExecParams(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", [][]byte{[]byte(path)}, nil, nil, nil).Close(); err != nil {
+		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
+	}
+	if _, err := pg.Exec(ctx, stmt).ReadAll(); err != nil {
+		return err
+	}
+	if _, err := pg.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)").ReadAll(); err != nil {
+		return err
+	}
+	if len(created) > 0 && a.name != "" {
+		if err := insertTables(ctx, a.sess.conn, a.name, created, tableExisting, true); err != nil {
+			return fmt.Errorf("recording the created table(s) in walapply.copy_state: %w", err)
+		}
+	}
+	return nil
+}
+
+// ddlTables returns the published tables a statement's objects touch, and
+// of them those it creates.
+func (a *applier) ddlTables(ctx context.Context, objs []ddl.Object) (tables, created []relName, err error) {
+	d := a.ddl
+	seen := map[relName]bool{}
+	for _, o := range objs {
+		if o.Temp {
+			continue
+		}
+		t, ok := o.Tables()
+		if !ok && o.Type == "index" && len(o.Names) == 2 {
+			// Dropped on its own: its table is gone from the source's
+			// catalog, so ask the target's, which has the same index.
+			if t, ok, err = a.indexTable(ctx, o.Names[0], o.Names[1]); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !ok {
+			continue
+		}
+		n := relName{t.Schema, t.Name}
+		isNew := o.IsTable() && o.Tag == "CREATE TABLE" || o.Tag == "CREATE TABLE AS" || o.Tag == "SELECT INTO"
+		published := d.created[n] || (a.watch != nil && a.watch.known[n])
+		if !published && isNew && (d.allTables || d.schemas[n.schema]) {
+			published = true
+			created = append(created, n)
+		}
+		if published && !seen[n] {
+			seen[n] = true
+			tables = append(tables, n)
+		}
+	}
+	return tables, created, nil
+}
+
+// indexTable finds the table of an index on the target.
+func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
+	if a.sess.busy() {
+		if err := a.Settle(ctx); err != nil {
+			return ddl.TableName{}, false, err
+		}
+	}
+	var t ddl.TableName
+	rows, err := a.sess.conn.Query(ctx, `SELECT tn.nspname, t.relname FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
+	if err != nil {
+		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", quoteQualified(schema, name), err)
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			return t, false, err
+		}
+		found = true
+	}
+	return t, found, rows.Err()
+}
+
+// forgetRelations drops every relation's target mapping and prepared
+// statements (the connection is idle: the batch was flushed): the next
+// change of each maps it again from the target's catalog.
+func (a *applier) forgetRelations() {
+	var names []string
+	for _, e := range a.rels.rels {
+		for _, sd := range e.stmts {
+			names = append(names, "DEALLOCATE "+quoteIdent(sd.Name))
+		}
+		a.rels.rels[e.rel.RelationID] = &relEntry{rel: e.rel}
+	}
+	if len(names) > 0 {
+		// Statements no longer used; a failure here only leaves them
+		// prepared until the session ends.
+		if _, err := a.sess.pg.Exec(context.Background(), strings.Join(names, "; ")).ReadAll(); err != nil {
+			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
+		}
+	}
+}
+
+// ddlPublications reads, through the source's replication connection,
+// what --ddl needs of the publications: whether one is FOR ALL TABLES and
+// the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
+func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
+	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}}
+	lits := make([]string, len(s.cfg.Publications))
+	for i, p := range s.cfg.Publications {
+		lits[i] = quoteLiteral(p)
+	}
+	in := strings.Join(lits, ", ")
+	q := "SELECT 'all', '' FROM pg_catalog.pg_publication WHERE puballtables AND pubname IN (" + in + ")"
+	if s.source.ServerVersion() >= 150000 {
+		q += " UNION SELECT 'schema', n.nspname FROM pg_catalog.pg_publication_namespace pn JOIN pg_catalog.pg_publication p ON p.oid = pn.pnpubid JOIN pg_catalog.pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname IN (" + in + ")"
+	}
+	rs, err := s.source.PgConn().Exec(ctx, q).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("reading the publications' definitions on the source (--ddl): %w", err)
+	}
+	for _, r := range rs {
+		for _, row := range r.Rows {
+			if string(row[0]) == "all" {
+				d.allTables = true
+			} else {
+				d.schemas[string(row[1])] = true
+			}
+		}
+	}
+	return d, nil
+}
+
+// checkDDL: --ddl needs the capture installed on the source (walapply ddl
+// install) and messages in pgoutput (PostgreSQL 14+).
+func checkDDL(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
+	if !s.cfg.DDL {
+		return nil, nil
+	}
+	if f.version < 140000 {
+		return []error{fmt.Errorf("%w: --ddl needs PostgreSQL 14 or later on the source (logical messages in pgoutput), which is %s", ErrNotSupported, versionString(f.version))}, nil
+	}
+	err := ddl.CheckInstalled(ctx, s.source.PgConn())
+	if errors.Is(err, ddl.ErrNotInstalled) {
+		return []error{fmt.Errorf("--ddl: %w", err)}, nil
+	}
+	return nil, err
+}

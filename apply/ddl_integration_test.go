@@ -1,0 +1,231 @@
+package apply_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/testenv"
+)
+
+// ddlLoad writes to table on the source until stopped: inserts and
+// updates of the columns id and v, a few per 10 ms. It returns how many
+// transactions it committed.
+func (h *harness) ddlLoad(table string) (stop func() int) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	conn := h.conn(true)
+	var wg sync.WaitGroup
+	n := 0
+	var loadErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; ctx.Err() == nil; i++ {
+			if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s (id, v) VALUES ($1, $1)", table), i); err != nil {
+				loadErr = err
+				break
+			}
+			if _, err := conn.Exec(ctx, fmt.Sprintf("UPDATE %s SET v = v + 1 WHERE id = $1", table), i/2+1); err != nil {
+				loadErr = err
+				break
+			}
+			n += 2
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() int {
+		cancel()
+		wg.Wait()
+		if loadErr != nil && !errors.Is(loadErr, context.Canceled) && !strings.Contains(loadErr.Error(), "canceled") {
+			h.t.Fatalf("the load on the source: %v", loadErr)
+		}
+		return n
+	}
+}
+
+// TestDDLUnderLoad: ADD, RENAME, DROP COLUMN, ALTER COLUMN TYPE, ADD and
+// DROP CONSTRAINT and CREATE INDEX on a published table whose names need
+// quoting, while a load writes to it, arrive in order; DDL on a table
+// that is not published is logged and skipped. Both sides end with the
+// same rows and the same table definition.
+func TestDDLUnderLoad(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		requireDDLVersions(t, version)
+		h := newHarness(t, version, nil, nil)
+		const tbl = `"My Schema"."Order Items"`
+		h.both(`CREATE SCHEMA "My Schema"`,
+			`CREATE TABLE `+tbl+` (id int PRIMARY KEY, v int NOT NULL)`,
+			`CREATE TABLE public.other (id int PRIMARY KEY)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl)
+		h.installDDL()
+		cfg, logs := h.streamConfig("dslot", "off", "pub")
+		cfg.DDL = true
+		h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, "replicating")
+		stopLoad := h.ddlLoad(tbl)
+		src := h.conn(true)
+		steps := []string{
+			`ALTER TABLE ` + tbl + ` ADD COLUMN "New Col" text DEFAULT 'x'`,
+			`ALTER TABLE ` + tbl + ` RENAME COLUMN "New Col" TO "Renamed Col"`,
+			`ALTER TABLE ` + tbl + ` ALTER COLUMN v TYPE bigint`,
+			`ALTER TABLE ` + tbl + ` ADD CONSTRAINT "v positive" CHECK (v > 0)`,
+			`CREATE INDEX "v idx" ON ` + tbl + ` (v)`,
+			`ALTER TABLE ` + tbl + ` ADD COLUMN gone int`,
+			`ALTER TABLE ` + tbl + ` DROP COLUMN gone`,
+			`ALTER TABLE ` + tbl + ` DROP CONSTRAINT "v positive"`,
+			`ALTER TABLE public.other ADD COLUMN skipped int`,
+		}
+		for _, s := range steps {
+			time.Sleep(30 * time.Millisecond) // some load between the statements
+			h.run(src, s)
+		}
+		// The source's search_path is the statement's.
+		h.run(src, `SET search_path = "My Schema", public`)
+		h.run(src, `ALTER TABLE "Order Items" ADD COLUMN "by path" int DEFAULT 7`)
+		time.Sleep(30 * time.Millisecond)
+		n := stopLoad()
+		h.source(`UPDATE ` + tbl + ` SET "Renamed Col" = 'y' || id WHERE id % 3 = 0`)
+		h.waitCaughtUp("dslot", time.Minute)
+		rows := h.compare(tableRows(tbl, ""))
+		t.Logf("load: %d source transactions around %d DDL statements; %d rows equal on both sides", n, len(steps)+1, rows)
+		h.compareSchemas(tbl)
+		if h.hasColumn(false, "public.other", "skipped") {
+			t.Errorf("DDL on a table that is not published was applied")
+		}
+		if logs.count("touches no published table") == 0 {
+			t.Errorf("DDL on a table that is not published was not logged as skipped")
+		}
+	})
+}
+
+// TestDDLNewTablesAndRollback: a table created under a FOR ALL TABLES
+// publication is created on the target and its rows arrive (in the same
+// and later transactions); DDL in a rolled-back transaction or
+// subtransaction is not replicated; a statement that fails on the target
+// stops the applier with a permanent error naming the statement, the
+// transaction and the LSN, with nothing of its transaction applied.
+func TestDDLNewTablesAndRollback(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		requireDDLVersions(t, version)
+		h := newHarness(t, version, nil, nil)
+		h.both(`CREATE TABLE t (id int PRIMARY KEY, v int)`)
+		h.source(`CREATE PUBLICATION pub FOR ALL TABLES`)
+		h.installDDL()
+		cfg, logs := h.streamConfig("nslot", "off", "pub")
+		cfg.DDL = true
+		h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, "replicating")
+		src := h.conn(true)
+		h.run(src, `BEGIN`, `CREATE TABLE "New Table" (id serial PRIMARY KEY, "Val" text NOT NULL)`,
+			`INSERT INTO "New Table" ("Val") VALUES ('a'), ('b')`, `COMMIT`)
+		h.source(`INSERT INTO "New Table" ("Val") SELECT 'r' || g FROM generate_series(1, 50) g`)
+		h.run(src, `BEGIN`, `ALTER TABLE t ADD COLUMN rolled_back int`, `INSERT INTO t VALUES (1, 1)`, `ROLLBACK`)
+		h.run(src, `BEGIN`, `INSERT INTO t VALUES (2, 2)`, `SAVEPOINT s`, `ALTER TABLE t ADD COLUMN in_sub int`,
+			`ROLLBACK TO SAVEPOINT s`, `ALTER TABLE t ADD COLUMN kept int`, `INSERT INTO t VALUES (3, 3, 33)`, `COMMIT`)
+		h.waitCaughtUp("nslot", time.Minute)
+		h.compare(tableRows(`"New Table"`, ""))
+		h.compare(tableRows("t", ""))
+		h.compareSchemas("t", `public."New Table"`)
+		for _, c := range []string{"rolled_back", "in_sub"} {
+			if h.hasColumn(false, "t", c) {
+				t.Errorf("column %s of a rolled-back (sub)transaction is on the target", c)
+			}
+		}
+		if got := h.scalar(false, `SELECT status FROM walapply.copy_state WHERE table_name = 'New Table'`); got != "existing" {
+			t.Errorf("the created table's walapply.copy_state status is %q, want existing", got)
+		}
+
+		// A statement the target cannot run.
+		h.target(`ALTER TABLE t ADD COLUMN clash int`)
+		h.run(src, `BEGIN`, `INSERT INTO t VALUES (4, 4, 44)`, `ALTER TABLE t ADD COLUMN clash int`, `COMMIT`)
+		var err error
+		select {
+		case err = <-h.applierDone:
+		case <-time.After(time.Minute):
+			t.Fatal("the applier did not stop at a failing DDL statement")
+		}
+		var pe *apply.PermanentError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "ADD COLUMN clash") || !strings.Contains(err.Error(), "LSN") || !strings.Contains(err.Error(), "DDL") {
+			t.Fatalf("want a permanent error naming the statement and LSN, got %v", err)
+		}
+		t.Logf("failing statement: %v", err)
+		h.expect(`SELECT id::text FROM t`, "2", "3")
+	})
+}
+
+// TestDDLStreamedAndPrepared: DDL inside a streamed transaction (spilled
+// and replayed at Stream Commit) and inside a prepared one (--two-phase)
+// is applied at its place: the changes after it use the new column.
+func TestDDLStreamedAndPrepared(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		requireDDLVersions(t, version)
+		settings := streamSettings(version)
+		settings["max_prepared_transactions"] = "2"
+		h := newHarness(t, version, settings, map[string]string{"max_prepared_transactions": "2"})
+		h.both(`CREATE TABLE t (id int PRIMARY KEY, v text)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
+		h.installDDL()
+		h.twoPhaseSlot("sslot")
+		cfg, logs := h.streamConfig("sslot", "on", "pub")
+		cfg.TwoPhase, cfg.DDL = true, true
+		h.runApplier(cfg)
+		h.waitLog(logs, time.Minute, "replicating")
+		src := h.conn(true)
+		h.run(src, `BEGIN`, `INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g`,
+			`ALTER TABLE t ADD COLUMN s int DEFAULT 0`,
+			`INSERT INTO t SELECT g, 'y', g FROM generate_series(3001, 6000) g`,
+			`UPDATE t SET s = -1 WHERE id % 1000 = 0`, `COMMIT`)
+		h.waitCaughtUp("sslot", time.Minute)
+		if h.streamedTxns("sslot") == "0" {
+			t.Fatalf("the transaction was not streamed")
+		}
+		gid := gidOf(t, "sslot", h.prepareOnSource("p1", `INSERT INTO t VALUES (7001, 'p', 1)`, `ALTER TABLE t ADD COLUMN p int`, `INSERT INTO t VALUES (7002, 'p', 2, 3)`))
+		h.waitPrepared(time.Minute, gid)
+		if h.hasColumn(false, "t", "p") {
+			t.Errorf("the prepared transaction's DDL is visible on the target before COMMIT PREPARED")
+		}
+		h.source(`COMMIT PREPARED 'p1'`)
+		h.waitCaughtUp("sslot", time.Minute)
+		h.expectNonePrepared()
+		h.compare(tableRows("t", ""))
+		h.compareSchemas("t")
+		if n := logs.count("applied captured DDL"); n != 2 {
+			t.Errorf("%d DDL statements applied, want 2", n)
+		}
+	})
+}
+
+// TestDDLKill: walapply killed with SIGKILL after a DDL statement is
+// committed on the target and before the source learned it (a long
+// feedback interval): the source sends the statement again, which is
+// recognised as applied (the origin), and the changes after it arrive.
+func TestDDLKill(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		requireDDLVersions(t, version)
+		h := newHarness(t, version, nil, nil)
+		h.both(`CREATE TABLE t (id int PRIMARY KEY, v int)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE t`, `INSERT INTO t VALUES (1, 1)`)
+		h.target(`INSERT INTO t VALUES (1, 1)`)
+		h.installDDL()
+		h.createSlot("kslot")
+		args := []string{"--ddl", "--feedback-interval", "1h"}
+		p := h.applierProcess("kslot", "pub", args...)
+		p.start()
+		h.source(`ALTER TABLE t ADD COLUMN c int DEFAULT 5`)
+		h.waitTarget(t, p, `SELECT count(*) = 1 FROM pg_attribute WHERE attrelid = 't'::regclass AND attname = 'c'`)
+		p.kill()
+		h.source(`INSERT INTO t VALUES (2, 2, 22)`, `UPDATE t SET c = 11 WHERE id = 1`)
+		p2 := h.applierProcess("kslot", "pub", "--ddl")
+		p2.start()
+		h.waitTarget(t, p2, `SELECT count(*) = 2 FROM t WHERE c > 5`)
+		h.waitCaughtUp("kslot", time.Minute)
+		h.compare(tableRows("t", ""))
+		h.compareSchemas("t")
+		p2.stop()
+	})
+}
