@@ -202,8 +202,10 @@ func TestDDLStreamedAndPrepared(t *testing.T) {
 
 // TestDDLKill: walapply killed with SIGKILL after a DDL statement is
 // committed on the target and before the source learned it (a long
-// feedback interval): the source sends the statement again, which is
-// recognised as applied (the origin), and the changes after it arrive.
+// feedback interval), and before the next change: the next run starts
+// from the origin's progress, which the statement's commit advanced, so
+// the statement is not run again (it would fail: the column exists), and
+// the changes after it arrive.
 func TestDDLKill(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		requireDDLVersions(t, version)
@@ -217,8 +219,12 @@ func TestDDLKill(t *testing.T) {
 		p := h.applierProcess("kslot", "pub", args...)
 		p.start()
 		h.source(`ALTER TABLE t ADD COLUMN c int DEFAULT 5`)
+		after := h.scalar(true, `SELECT pg_current_wal_lsn()::text`)
 		h.waitTarget(t, p, `SELECT count(*) = 1 FROM pg_attribute WHERE attrelid = 't'::regclass AND attname = 'c'`)
 		p.kill()
+		if h.scalar(true, `SELECT (confirmed_flush_lsn < $1::pg_lsn)::text FROM pg_replication_slots WHERE slot_name = 'kslot'`, after) != "true" {
+			t.Fatalf("the source learned of the DDL's transaction before the kill: nothing is sent again")
+		}
 		h.source(`INSERT INTO t VALUES (2, 2, 22)`, `UPDATE t SET c = 11 WHERE id = 1`)
 		p2 := h.applierProcess("kslot", "pub", "--ddl")
 		p2.start()
