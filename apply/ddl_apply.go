@@ -55,6 +55,10 @@ type ddlState struct {
 // replayed from its query string (ddl.Message.Statement).
 var errUnreplayable = errors.New("the DDL ran inside a function, procedure or DO block, or its query string holds more than one statement, so it cannot be replayed on its own")
 
+// errSelectInto: SELECT INTO creates a published table from a query that
+// cannot be told to leave it empty on the target.
+var errSelectInto = errors.New("SELECT INTO cannot be replayed without its rows twice (the stream brings them); use CREATE TABLE ... AS on the source")
+
 // DDLError is a captured DDL statement that failed on the target (or
 // could not be replayed), with the source LSN of its message.
 type DDLError struct {
@@ -109,6 +113,15 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		return a.fail(ctx, te)
 	}
 	stmt = ddl.InTransaction(stmt)
+	for _, o := range msg.Objects {
+		switch o.Tag {
+		case "CREATE TABLE AS":
+			stmt = ddl.WithNoData(stmt) // its rows come through the stream
+		case "SELECT INTO":
+			te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: errSelectInto}}
+			return a.fail(ctx, te)
+		}
+	}
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
@@ -161,8 +174,8 @@ func (a *applier) ddlTables(ctx context.Context, objs []ddl.Object) (tables, cre
 	d := a.ddl
 	seen := map[relName]bool{}
 	for _, o := range objs {
-		if o.Temp {
-			continue
+		if o.Temp || strings.HasPrefix(o.Schema, "pg_temp") || len(o.Table) > 0 && strings.HasPrefix(o.Table[0], "pg_temp") {
+			continue // (the capture leaves temporary objects out)
 		}
 		t, ok := o.Tables()
 		if !ok && o.Type == "index" && len(o.Names) == 2 {

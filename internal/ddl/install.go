@@ -10,7 +10,9 @@
 // pg_event_trigger_ddl_commands(), pg_event_trigger_dropped_objects(), each
 // of which works only inside an event trigger), so a direct call outside
 // one fails; only the search_path and role in force come from the wrapper.
-// Each call emits one transactional logical message with the prefix
+// Temporary objects are left out at the source (a session's temporary
+// table is never published, and applications create many). Each call
+// emits one transactional logical message with the prefix
 // Prefix, so it is decoded with its transaction, at its place, and not at
 // all when that (sub)transaction rolls back. sql_drop fires before
 // ddl_command_end of the same statement: its message (Kind "drop") lists
@@ -93,8 +95,9 @@ BEGIN
 		SELECT COALESCE(jsonb_agg(jsonb_build_object('type', d.object_type, 'schema', d.schema_name,
 			'name', d.object_name, 'identity', d.object_identity, 'names', to_jsonb(d.address_names),
 			'temp', d.is_temporary)), '[]') INTO objs
-		FROM pg_event_trigger_dropped_objects() d;
+		FROM pg_event_trigger_dropped_objects() d WHERE NOT d.is_temporary;
 		IF objs = '[]' THEN RETURN; END IF;
+		PERFORM set_config('walapply_ddl.dropped', key, true);
 		PERFORM pg_logical_emit_message(true, '` + Prefix + `', jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
 			'kind', 'drop', 'objects', objs)::text);
 		RETURN;
@@ -102,6 +105,13 @@ BEGIN
 	SELECT COALESCE(jsonb_agg(jsonb_build_object('type', c.object_type, 'schema', c.schema_name,
 		'identity', c.object_identity, 'tag', c.command_tag, 'table', ` + tableOf + `)), '[]') INTO objs
 	FROM pg_event_trigger_ddl_commands() c WHERE NOT c.in_extension;
+	IF objs <> '[]' AND NOT EXISTS (SELECT FROM jsonb_array_elements(objs) e
+			WHERE COALESCE(e->>'schema', '') NOT LIKE 'pg\_temp%') THEN
+		RETURN; -- temporary objects only: never replicated
+	END IF;
+	IF objs = '[]' AND current_setting('walapply_ddl.dropped', true) IS DISTINCT FROM key THEN
+		RETURN; -- nothing created, altered or dropped that is not temporary
+	END IF;
 	IF current_setting('walapply_ddl.query', true) = key THEN
 		seq := current_setting('walapply_ddl.seq')::integer + 1;
 	END IF;

@@ -238,3 +238,20 @@ func InTransaction(stmt string) string {
 	}
 	return stmt
 }
+
+// WithNoData returns a CREATE TABLE AS statement that creates its table
+// empty: the stream brings the rows the source's statement wrote, and
+// the target's own query would read the target's data a second time. An
+// explicit WITH DATA becomes WITH NO DATA; otherwise WITH NO DATA is
+// added on a line of its own (after any trailing comment).
+func WithNoData(stmt string) string {
+	t := strings.TrimRight(stmt, " \t\r\n;")
+	u := strings.ToUpper(t)
+	switch {
+	case strings.HasSuffix(u, "WITH NO DATA"):
+		return t
+	case strings.HasSuffix(u, "WITH DATA") && len(u) > len("WITH DATA") && !isIdent(u[len(u)-len("WITH DATA")-1]):
+		return t[:len(t)-len("DATA")] + "NO DATA"
+	}
+	return t + "\nWITH NO DATA"
+}

@@ -84,3 +84,16 @@ func TestParse(t *testing.T) {
 		t.Errorf("dropped column: Tables() = %v, %v", tn, ok)
 	}
 }
+
+func TestWithNoData(t *testing.T) {
+	for q, want := range map[string]string{
+		"CREATE TABLE x AS SELECT * FROM t":      "CREATE TABLE x AS SELECT * FROM t\nWITH NO DATA",
+		"CREATE TABLE x AS SELECT 1 -- one":      "CREATE TABLE x AS SELECT 1 -- one\nWITH NO DATA",
+		"CREATE TABLE x AS TABLE t WITH DATA;":   "CREATE TABLE x AS TABLE t WITH NO DATA",
+		"create table x as table t with no data": "create table x as table t with no data",
+	} {
+		if got := WithNoData(q); got != want {
+			t.Errorf("WithNoData(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
