@@ -41,9 +41,10 @@ type ddlState struct {
 	allTables bool            // a publication is FOR ALL TABLES
 	schemas   map[string]bool // schemas of FOR TABLES IN SCHEMA publications
 	created   map[relName]bool
-	// dropped are the objects of the statement being captured, from the
-	// sql_drop message that comes before its ddl_command_end one.
-	dropped []ddl.Object
+	// dropped are the sql_drop messages of the statement being captured,
+	// which come before its ddl_command_end one.
+	dropped []*ddl.Message
+	cfg     *Config // to reach the source (verify)
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool
@@ -92,16 +93,27 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		return a.fail(ctx, &PermanentError{fmt.Errorf("at source LSN %s: %w", m.LSN, err)})
 	}
 	if msg.Kind == "drop" {
-		d.dropped = append(d.dropped, msg.Objects...)
+		d.dropped = append(d.dropped, msg)
 		return nil
 	}
-	objs := append(msg.Objects, d.dropped...)
+	drops := d.dropped
 	d.dropped = nil
-	tables, created, err := a.ddlTables(ctx, objs)
+	logged := a.log.With().Str("statement", msg.Query).Stringer("lsn", m.LSN).Uint32("xid", a.txn.xid).Logger()
+	tables, created, err := a.ddlTables(ctx, msg, drops)
+	if err == nil && len(tables) > 0 {
+		// Signed by the capture? Asked only of what would run.
+		var ok bool
+		if ok, drops, err = a.verifyDDL(ctx, msg, drops); err == nil && !ok {
+			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign (emitted by some role with pg_logical_emit_message): skipped")
+			return nil
+		}
+		if err == nil {
+			tables, created, err = a.ddlTables(ctx, msg, drops)
+		}
+	}
 	if err != nil {
 		return a.fail(ctx, err)
 	}
-	logged := a.log.With().Str("statement", msg.Query).Stringer("lsn", m.LSN).Uint32("xid", a.txn.xid).Logger()
 	if len(tables) == 0 {
 		logged.Info().Msg("captured DDL touches no published table: skipped")
 		return nil
@@ -170,8 +182,12 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 
 // ddlTables returns the published tables a statement's objects touch, and
 // of them those it creates.
-func (a *applier) ddlTables(ctx context.Context, objs []ddl.Object) (tables, created []relName, err error) {
+func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (tables, created []relName, err error) {
 	d := a.ddl
+	objs := msg.Objects
+	for _, m := range drops {
+		objs = append(objs, m.Objects...)
+	}
 	seen := map[relName]bool{}
 	for _, o := range objs {
 		if o.Temp || strings.HasPrefix(o.Schema, "pg_temp") || len(o.Table) > 0 && strings.HasPrefix(o.Table[0], "pg_temp") {
@@ -201,6 +217,36 @@ func (a *applier) ddlTables(ctx context.Context, objs []ddl.Object) (tables, cre
 		}
 	}
 	return tables, created, nil
+}
+
+// verifyDDL asks the source whether the capture signed msg, and returns
+// the drop messages it signed (ddl.Install): a plain connection of its
+// own, for the statement only (DDL is rare; the replication connection is
+// streaming).
+func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (bool, []*ddl.Message, error) {
+	all := append([]*ddl.Message{msg}, drops...)
+	bodies, sigs := make([]string, len(all)), make([]string, len(all))
+	for i, m := range all {
+		bodies[i], sigs[i] = m.Body, m.Sig
+	}
+	src, err := connectSource(ctx, a.ddl.cfg, "ddl")
+	if err != nil {
+		return false, nil, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	var oks []bool
+	if err := src.QueryRow(ctx, `SELECT array_agg(walapply_ddl.verify(b, s) ORDER BY n) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(b, s, n)`, bodies, sigs).Scan(&oks); err != nil {
+		return false, nil, fmt.Errorf("verifying a captured DDL statement on the source: %w", err)
+	}
+	var signed []*ddl.Message
+	for i, m := range drops {
+		if oks[i+1] {
+			signed = append(signed, m)
+		} else {
+			a.log.Warn().Stringer("lsn", a.txn.finalLSN).Msg("a walapply.ddl drop message that the source's DDL capture did not sign: ignored")
+		}
+	}
+	return oks[0], signed, nil
 }
 
 // indexTable finds the table of an index on the target.
@@ -253,7 +299,7 @@ func (a *applier) forgetRelations() {
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}}
+	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, cfg: s.cfg}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = quoteLiteral(p)

@@ -25,7 +25,7 @@ func TestDDLInstall(t *testing.T) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
 		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
-		cfg := h.config("islot", "pub")
+		cfg, logs := h.streamConfig("islot", "off", "pub")
 		cfg.DDL = true
 		err := apply.Run(h.ctx, cfg)
 		var pe *apply.PreflightError
@@ -39,7 +39,7 @@ func TestDDLInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := h.rows(h.pair.Source, ddlCaptureSQL)
-		if len(first) != 7 { // 2 triggers, 4 functions, the schema
+		if len(first) != 10 { // 2 triggers, 7 functions, the schema
 			t.Fatalf("installed: %q", first)
 		}
 		if err := ddl.Install(h.ctx, src); err != nil {
@@ -51,12 +51,29 @@ func TestDDLInstall(t *testing.T) {
 		t.Logf("installed: %q", first)
 
 		// Installed, --ddl starts.
+		// Installed, --ddl starts; DDL of a role that is no superuser
+		// (and has no REPLICATION) is captured, and that role cannot emit
+		// a message of its own.
 		h.createSlot("islot")
 		stop := h.runApplier(cfg)
-		h.source(`ALTER TABLE t ADD COLUMN c int`)
+		h.both(`CREATE ROLE app`)
+		h.source(`ALTER TABLE t OWNER TO app`)
+		h.run(src, `SET ROLE app`, `ALTER TABLE t ADD COLUMN c int`)
+		// Anyone may emit a message: one the capture did not sign is
+		// skipped, with a warning.
+		forged := strings.Repeat("0", 64) + `{"v":1,"kind":"command","seq":1,"query":"DROP TABLE t","objects":[{"type":"table","schema":"public","identity":"public.t","tag":"DROP TABLE","table":["public","t","r"]}]}`
+		h.run(src, `BEGIN`, `INSERT INTO t VALUES (1)`)
+		if _, err := src.Exec(h.ctx, `SELECT pg_logical_emit_message(true, 'walapply.ddl', $1)::text`, forged); err != nil {
+			t.Fatal(err)
+		}
+		h.run(src, `COMMIT`, `RESET ROLE`)
 		h.waitCaughtUp("islot", time.Minute)
 		if !h.hasColumn(false, "t", "c") {
 			t.Errorf("the DDL was not applied")
+		}
+		h.expect("SELECT id::text FROM t", "1")
+		if logs.count("did not sign") != 1 {
+			t.Errorf("the forged message was not logged as skipped")
 		}
 		if err := stop(); err != nil {
 			t.Fatal(err)

@@ -29,6 +29,15 @@
 // be replayed without running their other statements twice, and stop the
 // applier with an error instead of being guessed at.
 //
+// Signed. pg_logical_emit_message is open to every role, so anyone could
+// emit a message with Prefix. The capture signs each message with a key
+// only its owner can read (walapply_ddl.secret, made at install from
+// pg_strong_random): the content is the hex SHA-256 of key || SHA-256(key
+// || body), then the body (JSON). The applier asks the source
+// (walapply_ddl.verify, open to every role, answers yes or no) before it
+// runs a statement, and skips, with a warning, what the capture did not
+// sign. A role that can run SQL as the capture's owner can sign too.
+//
 // Versioned. The schema walapply_ddl holds the functions; walapply_ddl.
 // version() returns Version. Install creates or replaces everything in
 // one transaction, so installing twice is a no-op and an older version is
@@ -83,6 +92,27 @@ var installSQL = []string{
 	`GRANT USAGE ON SCHEMA walapply_ddl TO PUBLIC`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ` + strconv.Itoa(Version) + `'`,
 	`COMMENT ON SCHEMA walapply_ddl IS 'walapply DDL capture, version ` + strconv.Itoa(Version) + ` (walapply ddl install / remove)'`,
+	`CREATE TABLE IF NOT EXISTS walapply_ddl.secret (key bytea NOT NULL)`,
+	`REVOKE ALL ON TABLE walapply_ddl.secret FROM PUBLIC`,
+	// 244 bits from pg_strong_random (gen_random_uuid, core since 13);
+	// kept when installed again, so messages in flight stay valid.
+	`INSERT INTO walapply_ddl.secret SELECT sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8'))
+	WHERE NOT EXISTS (SELECT FROM walapply_ddl.secret)`,
+	`CREATE OR REPLACE FUNCTION walapply_ddl.sign(body text) RETURNS text
+	LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+	SELECT encode(sha256(s.key || sha256(s.key || convert_to(body, 'UTF8'))), 'hex') FROM walapply_ddl.secret s LIMIT 1
+$f$`,
+	`REVOKE ALL ON FUNCTION walapply_ddl.sign(text) FROM PUBLIC`,
+	`CREATE OR REPLACE FUNCTION walapply_ddl.verify(body text, sig text) RETURNS boolean
+	LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+	SELECT walapply_ddl.sign(body) = sig
+$f$`,
+	`GRANT EXECUTE ON FUNCTION walapply_ddl.verify(text, text) TO PUBLIC`,
+	`CREATE OR REPLACE FUNCTION walapply_ddl.emit(body text) RETURNS void
+	LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+	SELECT pg_logical_emit_message(true, '` + Prefix + `', walapply_ddl.sign(body) || body)
+$f$`,
+	`REVOKE ALL ON FUNCTION walapply_ddl.emit(text) FROM PUBLIC`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.capture(kind text, path text, role text) RETURNS void
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
@@ -98,7 +128,7 @@ BEGIN
 		FROM pg_event_trigger_dropped_objects() d WHERE NOT d.is_temporary;
 		IF objs = '[]' THEN RETURN; END IF;
 		PERFORM set_config('walapply_ddl.dropped', key, true);
-		PERFORM pg_logical_emit_message(true, '` + Prefix + `', jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
+		PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
 			'kind', 'drop', 'objects', objs)::text);
 		RETURN;
 	END IF;
@@ -117,7 +147,7 @@ BEGIN
 	END IF;
 	PERFORM set_config('walapply_ddl.query', key, true);
 	PERFORM set_config('walapply_ddl.seq', seq::text, true);
-	PERFORM pg_logical_emit_message(true, '` + Prefix + `', jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
+	PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
 		'kind', 'command', 'seq', seq, 'query', q, 'search_path', path, 'role', role,
 		'objects', objs)::text);
 END

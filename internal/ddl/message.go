@@ -16,7 +16,14 @@ type Message struct {
 	SearchPath string   `json:"search_path"`
 	Role       string   `json:"role"`
 	Objects    []Object `json:"objects"`
+
+	// Body and Sig are the signed JSON and its signature (install.go).
+	Body string `json:"-"`
+	Sig  string `json:"-"`
 }
+
+// sigLen is the length of a message's signature: hex SHA-256.
+const sigLen = 64
 
 // Object is one object a statement touched, as the event trigger
 // functions name it. Table is the table it belongs to ([schema, name,
@@ -69,7 +76,11 @@ func (o Object) IsTable() bool { return o.Type == "table" }
 // Parse decodes a message's content.
 func Parse(content []byte) (*Message, error) {
 	var m Message
-	if err := json.Unmarshal(content, &m); err != nil {
+	if len(content) < sigLen {
+		return nil, fmt.Errorf("a captured DDL message of %d bytes: too short for its signature", len(content))
+	}
+	m.Sig, m.Body = string(content[:sigLen]), string(content[sigLen:])
+	if err := json.Unmarshal(content[sigLen:], &m); err != nil {
 		return nil, fmt.Errorf("decoding a captured DDL message: %w", err)
 	}
 	if m.V < 1 || m.V > Version {

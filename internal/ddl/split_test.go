@@ -2,6 +2,7 @@ package ddl
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,7 +68,7 @@ func TestInTransaction(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	m, err := Parse([]byte(`{"v":1,"kind":"command","seq":1,"query":"ALTER TABLE t ADD c int","objects":[{"type":"table","schema":"public","identity":"public.t","tag":"ALTER TABLE","table":["public","t","r"]}]}`))
+	m, err := Parse([]byte(strings.Repeat("0", 64) + `{"v":1,"kind":"command","seq":1,"query":"ALTER TABLE t ADD c int","objects":[{"type":"table","schema":"public","identity":"public.t","tag":"ALTER TABLE","table":["public","t","r"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("Tables() = %v, %v", tn, ok)
 	}
 	for _, bad := range []string{`{"v":99,"kind":"command"}`, `{"v":1,"kind":"other"}`, `not json`} {
-		if _, err := Parse([]byte(bad)); err == nil {
+		if _, err := Parse([]byte(strings.Repeat("0", 64) + bad)); err == nil {
 			t.Errorf("Parse(%s): no error", bad)
 		}
 	}
