@@ -40,7 +40,8 @@ const OpDDL = "DDL"
 type ddlState struct {
 	allTables bool            // a publication is FOR ALL TABLES
 	schemas   map[string]bool // schemas of FOR TABLES IN SCHEMA publications
-	created   map[relName]bool
+	created   map[relName]bool // tables named by applied statements (created, renamed)
+	oids      map[uint32]bool  // publishedOID's answers
 	// dropped are the sql_drop messages of the statement being captured,
 	// which come before its ddl_command_end one.
 	dropped []*ddl.Message
@@ -205,18 +206,57 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 			continue
 		}
 		n := relName{t.Schema, t.Name}
+		if seen[n] {
+			continue
+		}
 		isNew := o.IsTable() && o.Tag == "CREATE TABLE" || o.Tag == "CREATE TABLE AS" || o.Tag == "SELECT INTO"
 		published := d.created[n] || (a.watch != nil && a.watch.known[n])
 		if !published && isNew && (d.allTables || d.schemas[n.schema]) {
 			published = true
 			created = append(created, n)
 		}
-		if published && !seen[n] {
+		if oid := o.TableOID(); !published && !isNew && oid != 0 {
+			// A name the session does not know, of a table that existed
+			// before: renamed or moved to another schema (by this
+			// statement or earlier). Published by its OID?
+			if published, err = a.publishedOID(ctx, oid); err != nil {
+				return nil, nil, err
+			}
+			if published {
+				created = append(created, n) // known by its new name from here on
+			}
+		}
+		if published {
 			seen[n] = true
 			tables = append(tables, n)
 		}
 	}
 	return tables, created, nil
+}
+
+// publishedOID reports whether a source table is published: the session
+// has had a Relation message for it, else the source's publications say
+// so (by OID, whatever its name now). Answers are kept for the session.
+func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
+	d := a.ddl
+	if _, ok := a.rels.rels[oid]; ok {
+		return true, nil
+	}
+	if p, ok := d.oids[oid]; ok {
+		return p, nil
+	}
+	src, err := connectSource(ctx, d.cfg, "ddl")
+	if err != nil {
+		return false, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	var p bool
+	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p, pg_catalog.pg_get_publication_tables(p.pubname) t
+		WHERE p.pubname = ANY ($1) AND t.relid = $2)`, d.cfg.Publications, oid).Scan(&p); err != nil {
+		return false, fmt.Errorf("asking the source whether table OID %d is published (--ddl): %w", oid, err)
+	}
+	d.oids[oid] = p
+	return p, nil
 }
 
 // verifyDDL asks the source whether the capture signed msg, and returns
@@ -299,7 +339,7 @@ func (a *applier) forgetRelations() {
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, cfg: s.cfg}
+	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = quoteLiteral(p)

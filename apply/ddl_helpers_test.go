@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,8 @@ func (h *harness) compareSchemas(tables ...string) {
 			dst = got
 		}
 	}
+	slices.Sort(src)
+	slices.Sort(dst)
 	if strings.Join(src, "\n") != strings.Join(dst, "\n") {
 		h.t.Errorf("table definitions differ:\n%s", diffRows(src, dst))
 	} else {

@@ -60,8 +60,8 @@ func TestDDLUnderLoad(t *testing.T) {
 		const tbl = `"My Schema"."Order Items"`
 		h.both(`CREATE SCHEMA "My Schema"`,
 			`CREATE TABLE `+tbl+` (id int PRIMARY KEY, v int NOT NULL)`,
-			`CREATE TABLE public.other (id int PRIMARY KEY)`)
-		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl)
+			`CREATE TABLE public.other (id int PRIMARY KEY)`, `CREATE TABLE public.r1 (id int PRIMARY KEY)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1`)
 		h.installDDL()
 		cfg, logs := h.streamConfig("dslot", "off", "pub")
 		cfg.DDL = true
@@ -91,11 +91,16 @@ func TestDDLUnderLoad(t *testing.T) {
 		h.run(src, `ALTER TABLE "Order Items" ADD COLUMN "by path" int DEFAULT 7`)
 		time.Sleep(30 * time.Millisecond)
 		n := stopLoad()
+		// A published table renamed and moved before any change of it:
+		// known by its OID.
+		h.run(src, `ALTER TABLE public.r1 RENAME TO r2`, `INSERT INTO public.r2 VALUES (1)`,
+			`ALTER TABLE public.r2 SET SCHEMA "My Schema"`, `INSERT INTO "My Schema".r2 VALUES (2)`)
 		h.source(`UPDATE ` + tbl + ` SET "Renamed Col" = 'y' || id WHERE id % 3 = 0`)
 		h.waitCaughtUp("dslot", time.Minute)
 		rows := h.compare(tableRows(tbl, ""))
+		h.compare(tableRows(`"My Schema".r2`, ""))
 		t.Logf("load: %d source transactions around %d DDL statements; %d rows equal on both sides", n, len(steps)+1, rows)
-		h.compareSchemas(tbl)
+		h.compareSchemas(tbl, `"My Schema".r2`)
 		if h.hasColumn(false, "public.other", "skipped") {
 			t.Errorf("DDL on a table that is not published was applied")
 		}
@@ -241,6 +246,9 @@ func TestDDLKill(t *testing.T) {
 			t.Fatalf("the source learned of the DDL's transaction before the kill: nothing is sent again")
 		}
 		h.source(`INSERT INTO t VALUES (2, 2, 22)`, `UPDATE t SET c = 11 WHERE id = 1`)
+		if err := h.pair.Source.WaitSlotActive(h.ctx, "kslot", false, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 		p2 := h.applierProcess("kslot", "pub", "--ddl")
 		p2.start()
 		h.waitTarget(t, p2, `SELECT count(*) = 2 FROM t WHERE c > 5`)

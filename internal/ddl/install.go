@@ -71,8 +71,8 @@ const (
 )
 
 // tableOf is a SQL expression naming the table an object of the ddl
-// commands belongs to, as a jsonb [schema, name, relkind], or NULL.
-const tableOf = `(SELECT jsonb_build_array(n.nspname, r.relname, r.relkind::text)
+// commands belongs to, as a jsonb [schema, name, relkind, oid], or NULL.
+const tableOf = `(SELECT jsonb_build_array(n.nspname, r.relname, r.relkind::text, r.oid::text)
 	FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace
 	WHERE r.oid = CASE c.classid
 		WHEN 'pg_class'::regclass THEN COALESCE((SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.objid), c.objid)

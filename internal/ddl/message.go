@@ -3,6 +3,7 @@ package ddl
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // Message is one captured event: Kind "drop" (sql_drop: the objects a
@@ -43,16 +44,15 @@ type Object struct {
 // TableName is a table by schema and name.
 type TableName struct{ Schema, Name string }
 
-// Tables returns the tables the object concerns, and whether it is a
-// table created or dropped by its statement (so a FOR ALL TABLES or FOR
-// TABLES IN SCHEMA publication includes it by its schema alone).
+// Tables returns the table the object concerns (itself, or the table of
+// a column, constraint, index, trigger...), as named after its statement.
 // Objects of other kinds (functions, types, sequences of their own...)
 // name no table. An index dropped on its own names no table (its table is
 // gone from the catalog by then): ok is false and the caller looks the
 // index up on the target.
 func (o Object) Tables() (t TableName, ok bool) {
 	if len(o.Table) >= 2 {
-		if len(o.Table) == 3 && o.Table[2] == "S" {
+		if len(o.Table) >= 3 && o.Table[2] == "S" {
 			return TableName{}, false
 		}
 		return TableName{o.Table[0], o.Table[1]}, true
@@ -68,6 +68,19 @@ func (o Object) Tables() (t TableName, ok bool) {
 		}
 	}
 	return TableName{}, false
+}
+
+// TableOID returns the source OID of the object's table, 0 when the
+// capture could not find it (a dropped object).
+func (o Object) TableOID() uint32 {
+	if len(o.Table) < 4 {
+		return 0
+	}
+	n, err := strconv.ParseUint(o.Table[3], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(n)
 }
 
 // IsTable reports whether the object is a table itself (not a part of one).
