@@ -38,8 +38,8 @@ const OpDDL = "DDL"
 // table is recorded 'existing' in walapply.copy_state in the same
 // transaction: every row it has comes through the stream, nothing to copy.
 type ddlState struct {
-	allTables bool            // a publication is FOR ALL TABLES
-	schemas   map[string]bool // schemas of FOR TABLES IN SCHEMA publications
+	allTables bool             // a publication is FOR ALL TABLES
+	schemas   map[string]bool  // schemas of FOR TABLES IN SCHEMA publications
 	created   map[relName]bool // tables named by applied statements (created, renamed)
 	oids      map[uint32]bool  // publishedOID's answers
 	// dropped are the sql_drop messages of the statement being captured,
