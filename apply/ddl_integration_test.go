@@ -60,8 +60,8 @@ func TestDDLUnderLoad(t *testing.T) {
 		const tbl = `"My Schema"."Order Items"`
 		h.both(`CREATE SCHEMA "My Schema"`,
 			`CREATE TABLE `+tbl+` (id int PRIMARY KEY, v int NOT NULL)`,
-			`CREATE TABLE public.other (id int PRIMARY KEY)`, `CREATE TABLE public.r1 (id int PRIMARY KEY)`)
-		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1`)
+			`CREATE TABLE public.other (id int PRIMARY KEY)`, `CREATE TABLE public.r1 (id int PRIMARY KEY)`, `CREATE SCHEMA "In Schema"`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1, TABLES IN SCHEMA "In Schema"`)
 		h.installDDL()
 		cfg, logs := h.streamConfig("dslot", "off", "pub")
 		cfg.DDL = true
@@ -95,12 +95,20 @@ func TestDDLUnderLoad(t *testing.T) {
 		// known by its OID.
 		h.run(src, `ALTER TABLE public.r1 RENAME TO r2`, `INSERT INTO public.r2 VALUES (1)`,
 			`ALTER TABLE public.r2 SET SCHEMA "My Schema"`, `INSERT INTO "My Schema".r2 VALUES (2)`)
+		// A table created in a FOR TABLES IN SCHEMA schema is published;
+		// one created elsewhere is not.
+		h.run(src, `CREATE TABLE "In Schema".n (id int PRIMARY KEY)`, `INSERT INTO "In Schema".n VALUES (1), (2)`,
+			`CREATE TABLE public.unpublished (id int)`)
 		h.source(`UPDATE ` + tbl + ` SET "Renamed Col" = 'y' || id WHERE id % 3 = 0`)
 		h.waitCaughtUp("dslot", time.Minute)
 		rows := h.compare(tableRows(tbl, ""))
 		h.compare(tableRows(`"My Schema".r2`, ""))
+		h.compare(tableRows(`"In Schema".n`, ""))
+		if h.scalar(false, `SELECT count(*)::text FROM pg_class WHERE relname = 'unpublished'`) != "0" {
+			t.Errorf("a table created outside the publications was created on the target")
+		}
 		t.Logf("load: %d source transactions around %d DDL statements; %d rows equal on both sides", n, len(steps)+1, rows)
-		h.compareSchemas(tbl, `"My Schema".r2`)
+		h.compareSchemas(tbl, `"My Schema".r2`, `"In Schema".n`)
 		if h.hasColumn(false, "public.other", "skipped") {
 			t.Errorf("DDL on a table that is not published was applied")
 		}
