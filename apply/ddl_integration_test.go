@@ -76,7 +76,10 @@ func TestDDLUnderLoad(t *testing.T) {
 			`ALTER TABLE ` + tbl + ` ADD CONSTRAINT "v positive" CHECK (v > 0)`,
 			`CREATE INDEX "v idx" ON ` + tbl + ` (v)`,
 			`ALTER TABLE ` + tbl + ` ADD COLUMN gone int`,
-			`ALTER TABLE ` + tbl + ` DROP COLUMN gone`,
+			// Changes before the statement in its transaction are
+			// written out before it (compaction holds them).
+			`BEGIN; INSERT INTO ` + tbl + ` (id, v, gone) VALUES (-1, 1, 1); UPDATE ` + tbl + ` SET gone = 2 WHERE id = -1;
+			ALTER TABLE ` + tbl + ` DROP COLUMN gone; INSERT INTO ` + tbl + ` (id, v) VALUES (-2, 2); COMMIT`,
 			`ALTER TABLE ` + tbl + ` DROP CONSTRAINT "v positive"`,
 			`CREATE UNIQUE INDEX "doomed idx" ON ` + tbl + ` (id, v)`,
 			`DROP INDEX "My Schema"."doomed idx"`,
@@ -84,6 +87,10 @@ func TestDDLUnderLoad(t *testing.T) {
 		}
 		for _, s := range steps {
 			time.Sleep(30 * time.Millisecond) // some load between the statements
+			if strings.HasPrefix(s, "BEGIN; ") {
+				h.run(src, strings.Split(s, ";")...)
+				continue
+			}
 			h.run(src, s)
 		}
 		// The source's search_path is the statement's.
@@ -111,6 +118,11 @@ func TestDDLUnderLoad(t *testing.T) {
 		h.compareSchemas(tbl, `"My Schema".r2`, `"In Schema".n`)
 		if h.hasColumn(false, "public.other", "skipped") {
 			t.Errorf("DDL on a table that is not published was applied")
+		}
+		for _, retry := range []string{"failed inside a group", "transient error"} {
+			if n := logs.count(retry); n != 0 {
+				t.Errorf("%d log lines with %q: a DDL statement failed and was retried", n, retry)
+			}
 		}
 		if logs.count("touches no published table") == 0 {
 			t.Errorf("DDL on a table that is not published was not logged as skipped")
