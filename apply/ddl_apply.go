@@ -53,10 +53,6 @@ type ddlState struct {
 	applied     int64 // statements applied this session
 }
 
-// errUnreplayable: a DDL statement on a published table that cannot be
-// replayed from its query string (ddl.Message.Statement).
-var errUnreplayable = errors.New("the DDL ran inside a function, procedure or DO block, or its query string holds more than one statement, so it cannot be replayed on its own")
-
 // errSelectInto: SELECT INTO creates a published table from a query that
 // cannot be told to leave it empty on the target.
 var errSelectInto = errors.New("SELECT INTO cannot be replayed without its rows twice (the stream brings them); use CREATE TABLE ... AS on the source")
@@ -70,7 +66,7 @@ type DDLError struct {
 }
 
 func (e *DDLError) Error() string {
-	return fmt.Sprintf("captured DDL statement %q (its message ends at source LSN %s): %v; make the target able to run it (or run it there yourself and restart with --skip-lsn for this transaction once its changes are applied by hand)", e.Statement, e.LSN, e.Err)
+	return fmt.Sprintf("captured DDL statement %q (its message ends at source LSN %s): %v; make the target able to run it, or apply this transaction on the target yourself (the statement and its changes) and restart with --skip-lsn at its commit LSN", e.Statement, e.LSN, e.Err)
 }
 
 func (e *DDLError) Unwrap() error { return e.Err }
@@ -120,9 +116,9 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		return nil
 	}
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name)}
-	stmt, ok := msg.Statement()
-	if !ok {
-		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: errUnreplayable}}
+	stmt, err := msg.Statement()
+	if err != nil {
+		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
 		return a.fail(ctx, te)
 	}
 	stmt = ddl.InTransaction(stmt)

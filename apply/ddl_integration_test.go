@@ -278,3 +278,46 @@ func TestDDLKill(t *testing.T) {
 		p2.stop()
 	})
 }
+
+// TestDDLRefused: a query string with two DDL statements (the simple
+// query protocol), and DDL run inside a DO block, on a published table
+// stop the applier with a permanent error naming the transaction; run by
+// hand on the target and skipped with --skip-lsn at the commit LSN the
+// error names, replication goes on.
+func TestDDLRefused(t *testing.T) {
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		requireDDLVersions(t, version)
+		h := newHarness(t, version, nil, nil)
+		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
+		h.installDDL()
+		h.createSlot("rslot")
+		src := h.conn(true)
+		for i, c := range []struct{ source, target, want string }{
+			{`ALTER TABLE t ADD COLUMN a int; ALTER TABLE t ADD COLUMN b int`, `ALTER TABLE t ADD COLUMN a int, ADD COLUMN b int`, "more than one DDL statement"},
+			{`DO $$BEGIN EXECUTE 'ALTER TABLE t ADD COLUMN c int'; END$$`, `ALTER TABLE t ADD COLUMN c int`, "DO block"},
+		} {
+			if _, err := src.PgConn().Exec(h.ctx, c.source).ReadAll(); err != nil { // simple protocol
+				t.Fatal(err)
+			}
+			h.source(fmt.Sprintf(`INSERT INTO t VALUES (%d)`, i))
+			cfg := h.config("rslot", "pub")
+			cfg.DDL = true
+			err := apply.Run(h.ctx, cfg)
+			var te *apply.TxnError
+			if !errors.As(err, &te) || apply.IsTransient(err) || !strings.Contains(err.Error(), c.want) || te.Op != apply.OpDDL {
+				t.Fatalf("%s: want a permanent DDL error saying %q, got %v", c.source, c.want, err)
+			}
+			t.Logf("refused: %v", err)
+			h.target(c.target)
+			cfg.SkipLSN = te.CommitLSN
+			stop := h.runApplier(cfg)
+			h.waitCaughtUp("rslot", time.Minute)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.compare(tableRows("t", ""))
+		h.compareSchemas("t")
+	})
+}

@@ -1,6 +1,7 @@
 package ddl
 
 import (
+	"errors"
 	"strings"
 )
 
@@ -174,17 +175,24 @@ var notDDL = map[string]bool{
 	"VACUUM": true, "CHECKPOINT": true, "FETCH": true, "MOVE": true, "CLOSE": true, "DECLARE": true,
 }
 
+// Why a command message's query string cannot be replayed (Statement).
+var (
+	ErrNested  = errors.New("the DDL ran inside a function, procedure or DO block, which cannot be replayed without running the rest of it again")
+	ErrSeveral = errors.New("its query string holds more than one DDL statement (send them one at a time)")
+)
+
 // Statement returns the one statement of a command message to execute on
 // the target: its query string's only statement that may be DDL, and only
-// for the first DDL statement of the string (Seq 1). ok is false when the
-// string holds none (the DDL ran inside a function, procedure or DO
-// block) or several (a multi-statement string): replaying the whole string
-// would run its other statements, whose changes the stream carries
-// already, a second time.
-func (m *Message) Statement() (stmt string, ok bool) {
+// for the first DDL statement of the string (Seq 1). It fails with
+// ErrNested when the string holds none (the DDL ran inside a function,
+// procedure or DO block) and ErrSeveral when it holds several: replaying
+// the whole string would run its other statements, whose changes the
+// stream carries already, a second time.
+func (m *Message) Statement() (string, error) {
 	if m.Seq > 1 {
-		return "", false
+		return "", ErrSeveral
 	}
+	stmt := ""
 	for _, s := range Split(m.Query) {
 		w := stripComments(s)
 		k := 0
@@ -195,11 +203,14 @@ func (m *Message) Statement() (stmt string, ok bool) {
 			continue
 		}
 		if stmt != "" {
-			return "", false
+			return "", ErrSeveral
 		}
 		stmt = s
 	}
-	return stmt, stmt != ""
+	if stmt == "" {
+		return "", ErrNested
+	}
+	return stmt, nil
 }
 
 // InTransaction returns stmt as it can run inside a transaction block:

@@ -45,9 +45,9 @@ func TestStatement(t *testing.T) {
 		{"/* why */ CREATE INDEX i ON t (a)", 1, "/* why */ CREATE INDEX i ON t (a)", true},
 	} {
 		m := &Message{Kind: "command", Seq: c.seq, Query: c.q}
-		got, ok := m.Statement()
-		if got != c.want || ok != c.ok {
-			t.Errorf("Statement(%q, seq %d) = %q, %v; want %q, %v", c.q, c.seq, got, ok, c.want, c.ok)
+		got, err := m.Statement()
+		if ok := err == nil; got != c.want || ok != c.ok {
+			t.Errorf("Statement(%q, seq %d) = %q, %v; want %q, ok %v", c.q, c.seq, got, err, c.want, c.ok)
 		}
 	}
 }
