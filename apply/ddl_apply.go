@@ -44,8 +44,9 @@ type ddlState struct {
 	oids      map[uint32]bool  // publishedOID's answers
 	// dropped are the sql_drop messages of the statement being captured,
 	// which come before its ddl_command_end one.
-	dropped []*ddl.Message
-	cfg     *Config // to reach the source (verify)
+	dropped    []*ddl.Message
+	droppedXid uint32
+	cfg        *Config // to reach the source (verify)
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool
@@ -90,11 +91,23 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		return a.fail(ctx, &PermanentError{fmt.Errorf("at source LSN %s: %w", m.LSN, err)})
 	}
 	if msg.Kind == "drop" {
-		d.dropped = append(d.dropped, msg)
+		if d.droppedXid != a.txn.xid {
+			d.dropped = d.dropped[:0]
+		}
+		d.dropped, d.droppedXid = append(d.dropped, msg), a.txn.xid
 		return nil
 	}
 	drops := d.dropped
+	if d.droppedXid != a.txn.xid {
+		drops = nil // (a statement's drop and command messages share its transaction)
+	}
 	d.dropped = nil
+	for _, o := range msg.Objects {
+		if o.Tag == "GRANT" || o.Tag == "REVOKE" {
+			a.log.Info().Str("statement", msg.Query).Stringer("lsn", m.LSN).Msg("captured GRANT or REVOKE: privileges are not replayed (roles are not replicated): skipped")
+			return nil
+		}
+	}
 	logged := a.log.With().Str("statement", msg.Query).Stringer("lsn", m.LSN).Uint32("xid", a.txn.xid).Logger()
 	tables, created, err := a.ddlTables(ctx, msg, drops)
 	if err == nil && len(tables) > 0 {
@@ -207,14 +220,17 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 		}
 		isNew := o.IsTable() && o.Tag == "CREATE TABLE" || o.Tag == "CREATE TABLE AS" || o.Tag == "SELECT INTO"
 		published := d.created[n] || (a.watch != nil && a.watch.known[n])
+		_, partition := o.Parent()
 		if !published && isNew && (d.allTables || d.schemas[n.schema]) {
 			published = true
 			created = append(created, n)
 		}
-		if oid := o.TableOID(); !published && !isNew && oid != 0 {
+		if oid := o.TableOID(); !published && (!isNew || partition) && oid != 0 {
 			// A name the session does not know, of a table that existed
-			// before: renamed or moved to another schema (by this
-			// statement or earlier). Published by its OID?
+			// before (renamed or moved to another schema, by this
+			// statement or earlier), or a new partition of a published
+			// partitioned table (whose publication lists its leaves, or
+			// its root). Published by its OID?
 			if published, err = a.publishedOID(ctx, oid); err != nil {
 				return nil, nil, err
 			}

@@ -60,8 +60,9 @@ func TestDDLUnderLoad(t *testing.T) {
 		const tbl = `"My Schema"."Order Items"`
 		h.both(`CREATE SCHEMA "My Schema"`,
 			`CREATE TABLE `+tbl+` (id int PRIMARY KEY, v int NOT NULL)`,
-			`CREATE TABLE public.other (id int PRIMARY KEY)`, `CREATE TABLE public.r1 (id int PRIMARY KEY)`, `CREATE SCHEMA "In Schema"`)
-		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1, TABLES IN SCHEMA "In Schema"`)
+			`CREATE TABLE public.other (id int PRIMARY KEY)`, `CREATE TABLE public.r1 (id int PRIMARY KEY)`, `CREATE SCHEMA "In Schema"`,
+			`CREATE TABLE public.pt (id int PRIMARY KEY) PARTITION BY RANGE (id)`, `CREATE TABLE public.pt_1 PARTITION OF public.pt FOR VALUES FROM (0) TO (10)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1, public.pt, TABLES IN SCHEMA "In Schema"`)
 		h.installDDL()
 		cfg, logs := h.streamConfig("dslot", "off", "pub")
 		cfg.DDL = true
@@ -105,17 +106,20 @@ func TestDDLUnderLoad(t *testing.T) {
 		// A table created in a FOR TABLES IN SCHEMA schema is published;
 		// one created elsewhere is not.
 		h.run(src, `CREATE TABLE "In Schema".n (id int PRIMARY KEY)`, `INSERT INTO "In Schema".n VALUES (1), (2)`,
-			`CREATE TABLE public.unpublished (id int)`)
+			`CREATE TABLE public.unpublished (id int)`,
+			`CREATE TABLE public.pt_2 PARTITION OF public.pt FOR VALUES FROM (10) TO (20)`, `INSERT INTO public.pt VALUES (5), (15)`,
+			`GRANT SELECT ON `+tbl+` TO PUBLIC`)
 		h.source(`UPDATE ` + tbl + ` SET "Renamed Col" = 'y' || id WHERE id % 3 = 0`)
 		h.waitCaughtUp("dslot", time.Minute)
 		rows := h.compare(tableRows(tbl, ""))
 		h.compare(tableRows(`"My Schema".r2`, ""))
 		h.compare(tableRows(`"In Schema".n`, ""))
+		h.compare(tableRows(`public.pt`, ""))
 		if h.scalar(false, `SELECT count(*)::text FROM pg_class WHERE relname = 'unpublished'`) != "0" {
 			t.Errorf("a table created outside the publications was created on the target")
 		}
 		t.Logf("load: %d source transactions around %d DDL statements; %d rows equal on both sides", n, len(steps)+1, rows)
-		h.compareSchemas(tbl, `"My Schema".r2`, `"In Schema".n`)
+		h.compareSchemas(tbl, `"My Schema".r2`, `"In Schema".n`, "public.pt_2")
 		if h.hasColumn(false, "public.other", "skipped") {
 			t.Errorf("DDL on a table that is not published was applied")
 		}

@@ -71,9 +71,12 @@ const (
 )
 
 // tableOf is a SQL expression naming the table an object of the ddl
-// commands belongs to, as a jsonb [schema, name, relkind, oid], or NULL.
-const tableOf = `(SELECT jsonb_build_array(n.nspname, r.relname, r.relkind::text, r.oid::text)
+// commands belongs to, as a jsonb [schema, name, relkind, oid, parent's
+// schema, parent's name] (the parent of a partition, else nulls), or NULL.
+const tableOf = `(SELECT jsonb_build_array(n.nspname, r.relname, r.relkind::text, r.oid::text, pn.nspname, p.relname)
 	FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace
+	LEFT JOIN pg_inherits h ON h.inhrelid = r.oid AND r.relispartition
+	LEFT JOIN pg_class p ON p.oid = h.inhparent LEFT JOIN pg_namespace pn ON pn.oid = p.relnamespace
 	WHERE r.oid = CASE c.classid
 		WHEN 'pg_class'::regclass THEN COALESCE((SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.objid), c.objid)
 		WHEN 'pg_constraint'::regclass THEN (SELECT x.conrelid FROM pg_constraint x WHERE x.oid = c.objid)

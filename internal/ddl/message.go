@@ -83,6 +83,14 @@ func (o Object) TableOID() uint32 {
 	return uint32(n)
 }
 
+// Parent returns the partitioned table of a partition.
+func (o Object) Parent() (TableName, bool) {
+	if len(o.Table) < 6 || o.Table[5] == "" {
+		return TableName{}, false
+	}
+	return TableName{o.Table[4], o.Table[5]}, true
+}
+
 // IsTable reports whether the object is a table itself (not a part of one).
 func (o Object) IsTable() bool { return o.Type == "table" }
 
