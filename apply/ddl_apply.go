@@ -155,7 +155,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		te.Err = &DDLError{Statement: stmt, LSN: m.LSN, Err: err}
 		return a.fail(ctx, te)
 	}
-	a.forgetRelations()
+	a.forgetRelations(ctx)
 	for _, n := range created {
 		d.created[n] = true
 		if a.watch != nil {
@@ -275,7 +275,7 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 // forgetRelations drops every relation's target mapping and prepared
 // statements (the connection is idle: the batch was flushed): the next
 // change of each maps it again from the target's catalog.
-func (a *applier) forgetRelations() {
+func (a *applier) forgetRelations(ctx context.Context) {
 	var names []string
 	for _, e := range a.rels.rels {
 		for _, sd := range e.stmts {
@@ -286,7 +286,7 @@ func (a *applier) forgetRelations() {
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them
 		// prepared until the session ends.
-		if _, err := a.sess.pg.Exec(context.Background(), strings.Join(names, "; ")).ReadAll(); err != nil {
+		if _, err := a.sess.pg.Exec(ctx, strings.Join(names, "; ")).ReadAll(); err != nil {
 			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
 		}
 	}
