@@ -25,8 +25,7 @@ func TestDDLInstall(t *testing.T) {
 		h := newHarness(t, version, nil, nil)
 		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
 		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
-		cfg, logs := h.streamConfig("islot", "off", "pub")
-		cfg.DDL = true
+		cfg, logs := h.ddlConfig("islot", "off", "pub")
 		err := apply.Run(h.ctx, cfg)
 		var pe *apply.PreflightError
 		if !strings.Contains(err.Error(), "walapply ddl install") || !errors.As(err, &pe) {

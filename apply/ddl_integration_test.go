@@ -64,10 +64,9 @@ func TestDDLUnderLoad(t *testing.T) {
 			`CREATE TABLE public.pt (id int PRIMARY KEY) PARTITION BY RANGE (id)`, `CREATE TABLE public.pt_1 PARTITION OF public.pt FOR VALUES FROM (0) TO (10)`)
 		h.source(`CREATE PUBLICATION pub FOR TABLE ` + tbl + `, public.r1, public.pt, TABLES IN SCHEMA "In Schema"`)
 		h.installDDL()
-		cfg, logs := h.streamConfig("dslot", "off", "pub")
-		cfg.DDL = true
+		cfg, logs := h.ddlConfig("dslot", "off", "pub")
 		h.runApplier(cfg)
-		h.waitLog(logs, time.Minute, "replicating")
+		h.waitStreaming("dslot")
 		stopLoad := h.ddlLoad(tbl)
 		src := h.conn(true)
 		steps := []string{
@@ -147,10 +146,9 @@ func TestDDLNewTablesAndRollback(t *testing.T) {
 		h.both(`CREATE TABLE t (id int PRIMARY KEY, v int)`)
 		h.source(`CREATE PUBLICATION pub FOR ALL TABLES`)
 		h.installDDL()
-		cfg, logs := h.streamConfig("nslot", "off", "pub")
-		cfg.DDL = true
+		cfg, logs := h.ddlConfig("nslot", "off", "pub")
 		h.runApplier(cfg)
-		h.waitLog(logs, time.Minute, "replicating")
+		h.waitStreaming("nslot")
 		src := h.conn(true)
 		h.run(src, `BEGIN`, `CREATE TABLE "New Table" (id serial PRIMARY KEY, "Val" text NOT NULL)`,
 			`INSERT INTO "New Table" ("Val") VALUES ('a'), ('b')`, `COMMIT`)
@@ -215,10 +213,10 @@ func TestDDLStreamedAndPrepared(t *testing.T) {
 		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
 		h.installDDL()
 		h.twoPhaseSlot("sslot")
-		cfg, logs := h.streamConfig("sslot", "on", "pub")
-		cfg.TwoPhase, cfg.DDL = true, true
+		cfg, logs := h.ddlConfig("sslot", "on", "pub")
+		cfg.TwoPhase = true
 		h.runApplier(cfg)
-		h.waitLog(logs, time.Minute, "replicating")
+		h.waitStreaming("sslot")
 		src := h.conn(true)
 		h.run(src, `BEGIN`, `INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g`,
 			`ALTER TABLE t ADD COLUMN s int DEFAULT 0`,
