@@ -172,22 +172,34 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 // source's search_path, then the session's own again; tables created by
 // it are recorded in walapply.copy_state.
 func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
-	pg := a.sess.pg
-	if _, err := pg.ExecParams(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", [][]byte{[]byte(path)}, nil, nil, nil).Close(); err != nil {
+	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
 		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
 	}
-	if _, err := pg.Exec(ctx, stmt).ReadAll(); err != nil {
+	if err := a.sess.exec(ctx, stmt); err != nil {
 		return err
 	}
-	if _, err := pg.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)").ReadAll(); err != nil {
+	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
 		return err
 	}
 	if len(created) > 0 && a.name != "" {
-		if err := insertTables(ctx, a.sess.conn, a.name, created, tableExisting, true); err != nil {
+		// As insertTables (refresh_state.go) does, on the applying
+		// connection (the target interface runs plain SQL only).
+		var rows []string
+		for _, n := range created {
+			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+tableExisting+"', true)")
+		}
+		if err := a.sess.exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
+			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {
 			return fmt.Errorf("recording the created table(s) in walapply.copy_state: %w", err)
 		}
 	}
 	return nil
+}
+
+// escapedLiteral quotes s as an E” string literal, which reads the same
+// whatever standard_conforming_strings is.
+func escapedLiteral(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
 }
 
 // ddlTables returns the published tables a statement's objects touch, and
@@ -246,15 +258,15 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 	return tables, created, nil
 }
 
-// indexTable finds the table of an index on the target.
+// indexTable finds the table of an index on the target, through the
+// control connection (an index created in the open target transaction is
+// not found, and its DROP INDEX is skipped).
 func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
-	if a.sess.busy() {
-		if err := a.Settle(ctx); err != nil {
-			return ddl.TableName{}, false, err
-		}
-	}
 	var t ddl.TableName
-	rows, err := a.sess.conn.Query(ctx, `SELECT tn.nspname, t.relname FROM pg_catalog.pg_index i
+	if a.catalog == nil {
+		return t, false, nil
+	}
+	rows, err := a.catalog.Query(ctx, `SELECT tn.nspname, t.relname FROM pg_catalog.pg_index i
 		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
@@ -286,7 +298,7 @@ func (a *applier) forgetRelations(ctx context.Context) {
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them
 		// prepared until the session ends.
-		if _, err := a.sess.pg.Exec(ctx, strings.Join(names, "; ")).ReadAll(); err != nil {
+		if err := a.sess.exec(ctx, strings.Join(names, "; ")); err != nil {
 			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
 		}
 	}

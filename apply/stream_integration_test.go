@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -110,9 +111,9 @@ func streamInterleaved(h *harness) {
 // RELEASE, and changes after a rollback; every step is large enough to be
 // streamed before it is rolled back, so the source sends Stream Aborts for
 // subtransactions.
-func streamSavepoints(h *harness, logs *logBuffer) {
+func streamSavepoints(h *harness, logs *testutil.LogBuffer) {
 	h.t.Helper()
-	before := logs.count("subtransaction of a streamed transaction aborted")
+	before := logs.Count("subtransaction of a streamed transaction aborted")
 	c := h.conn(true)
 	h.run(c, "BEGIN",
 		rowsSQL("sp", 1, 1000, "top"),                 // kept
@@ -140,16 +141,16 @@ func streamSavepoints(h *harness, logs *logBuffer) {
 	}
 	h.expect(`SELECT count(*)::text FROM sp WHERE id BETWEEN 2001 AND 3000 OR id BETWEEN 5001 AND 10000 OR id BETWEEN 1501 AND 2000`, "0")
 	h.expect(`SELECT count(*)::text FROM sp WHERE v = 'updated in d'`, "1000")
-	if n := logs.count("subtransaction of a streamed transaction aborted") - before; n < 4 {
+	if n := logs.Count("subtransaction of a streamed transaction aborted") - before; n < 4 {
 		h.t.Errorf("%d subtransaction aborts of streamed transactions, want at least 4: the rollbacks were not streamed", n)
 	}
 }
 
 // streamAborts: a streamed transaction that aborts while another commits,
 // and one that aborts after one of its savepoints was rolled back.
-func streamAborts(h *harness, logs *logBuffer) {
+func streamAborts(h *harness, logs *testutil.LogBuffer) {
 	h.t.Helper()
-	before := logs.count("streamed transaction aborted; its spill file is removed")
+	before := logs.Count("streamed transaction aborted; its spill file is removed")
 	c1, c2 := h.conn(true), h.conn(true)
 	h.run(c1, "BEGIN", rowsSQL("ab", 1, 2000, "aborted"))
 	h.run(c2, "BEGIN", rowsSQL("ab", 10001, 12000, "kept"))
@@ -165,7 +166,7 @@ func streamAborts(h *harness, logs *logBuffer) {
 	if n := h.compare(tableRows("ab", "")); n != 2000 {
 		h.t.Errorf("ab has %d rows, want 2000", n)
 	}
-	if n := logs.count("streamed transaction aborted; its spill file is removed") - before; n != 2 {
+	if n := logs.Count("streamed transaction aborted; its spill file is removed") - before; n != 2 {
 		h.t.Errorf("%d streamed transactions aborted, want 2", n)
 	}
 }
