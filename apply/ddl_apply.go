@@ -258,15 +258,23 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 	return tables, created, nil
 }
 
-// indexTable finds the table of an index on the target, through the
-// control connection (an index created in the open target transaction is
-// not found, and its DROP INDEX is skipped).
+// indexTable finds the table of an index on the target: through the
+// control connection, or the applying one (its batch settled) while the
+// open target transaction holds DDL, which may have created the index.
 func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
 	var t ddl.TableName
-	if a.catalog == nil {
+	var q querier
+	if a.catalog != nil && !a.ddlUncommitted() {
+		q = a.catalog
+	} else if qc, ok := a.sess.catalog().(queryCatalog); ok {
+		if err := a.Settle(ctx); err != nil {
+			return t, false, err
+		}
+		q = qc.q
+	} else {
 		return t, false, nil
 	}
-	rows, err := a.catalog.Query(ctx, `SELECT tn.nspname, t.relname FROM pg_catalog.pg_index i
+	rows, err := q.Query(ctx, `SELECT tn.nspname, t.relname FROM pg_catalog.pg_index i
 		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
