@@ -121,6 +121,8 @@ type applier struct {
 	// applying one is used. tables, when set, is used for lookups instead.
 	catalog *pgx.Conn
 	tables  tableCatalog
+
+	ddl *ddlState // --ddl (ddl_apply.go); nil without
 }
 
 // newApplier returns an applier writing through sess, which must already be
@@ -176,7 +178,9 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		}
 	}
 	switch ev {
-	case evNone, evMessage:
+	case evNone:
+	case evMessage:
+		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.hasRelation(rel.RelationID) {

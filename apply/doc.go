@@ -170,6 +170,8 @@
 //   - Initial copy and tables published later: copy.go, copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.
+//   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
+//     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
 //     identity.go (slot and origin agree), timeline.go, failover.go,
 //     compare.go, compare_catalog.go, compare_keys.go, drop.go,

@@ -258,6 +258,11 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier.watch = watch
+	if cfg.DDL {
+		if s.applier.ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+			return err
+		}
+	}
 	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
@@ -281,6 +286,7 @@ func (s *session) connect(ctx context.Context) error {
 		Streaming:    cfg.Streaming,
 		TwoPhase:     cfg.TwoPhase,
 		Origin:       cfg.Origin,
+		Messages:     cfg.DDL,
 	})
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)
