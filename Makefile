@@ -17,11 +17,12 @@ TEST_FLAGS   ?=
 FUZZTIME     ?= 30s
 FUZZ_TARGETS ?=
 
-.PHONY: help build test test-all lint pg fuzz demo clean
+.PHONY: help build test test-short test-all lint pg fuzz demo clean
 
 help:
 	@echo "make build     compile every package and bin/walapply"
 	@echo "make test      lint, then go test ./... on PostgreSQL $(WALAPPLY_TEST_PG)"
+	@echo "make test-short  go test -short ./...: the tests that need no PostgreSQL"
 	@echo "make test-all  the same on PostgreSQL 15, 16, 17 and 18"
 	@echo "make lint      gofmt and go vet"
 	@echo "make pg        fetch the PostgreSQL 16-18 binaries into the cache"
@@ -45,6 +46,11 @@ test: lint fuzz-short
 .PHONY: test-contrib
 test-contrib:
 	cd contrib/testcontainers && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -timeout $(TEST_TIMEOUT) ./...
+
+# The tests that need no server: testenv skips every test that would start
+# one (testenv.SkipShort).
+test-short:
+	$(GO) test -short -p $(TEST_P) $(TEST_FLAGS) ./...
 
 test-all:
 	$(MAKE) test WALAPPLY_TEST_PG=all

@@ -71,7 +71,8 @@ type applier struct {
 	log     zerolog.Logger
 	machine *txnMachine
 	rels    *relationCache
-	sess    *targetSession
+	sess    target     // the applying connection (applier_target.go)
+	queue   *stmtQueue // sess's bookkeeping of its queue
 	txn     openTxn
 
 	// applied is the end LSN of the last source transaction whose target
@@ -120,17 +121,21 @@ type applier struct {
 	arrayBuf  []byte
 	arrayEnds []int
 
-	// catalog, when set, is the connection for catalog lookups (the
-	// session's control connection); else the applying one is used.
+	// catalog, when set, is the session's control connection, for
+	// catalog lookups (controlCatalog) and refresh.go's records; else the
+	// applying one is used. tables, when set, is used for lookups instead.
 	catalog *pgx.Conn
+	tables  tableCatalog
+
+	ddl *ddlState // --ddl (ddl_apply.go); nil without
 }
 
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
-func newApplier(log zerolog.Logger, sess *targetSession, binary bool, applied protocol.LSN) *applier {
-	a := &applier{log: log, machine: newTxnMachine(), rels: newRelationCache(binary), sess: sess, applied: applied, net: newCompactor()}
-	sess.missing = a.rowMissing
-	sess.conflicted = a.conflicted
+func newApplier(log zerolog.Logger, sess target, binary bool, applied protocol.LSN) *applier {
+	a := &applier{log: log, machine: newTxnMachine(), rels: newRelationCache(binary), sess: sess, queue: sess.queue(), applied: applied, net: newCompactor()}
+	a.queue.missing = a.rowMissing
+	a.queue.conflicted = a.conflicted
 	a.policies = defaultPolicies()
 	return a
 }
@@ -143,11 +148,18 @@ func (a *applier) Applied() (protocol.LSN, protocol.Timestamp) { return a.applie
 func (a *applier) InTransaction() bool { return a.machine.InTransaction() }
 
 // Handle applies one message. The returned event tells the caller what the
-// message was (the run loop tracks transaction boundaries for feedback).
-// After an error the applier must be discarded: the target transaction has
-// been rolled back and the source must resend from the origin's progress.
-func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, error) {
+// message was, and the outcome what it did to transactions (the run loop
+// keeps its FlushTracker with it). After an error the applier must be
+// discarded: the target transaction has been rolled back and the source
+// must resend from the origin's progress.
+func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, outcome, error) {
 	a.outcome = outcome{}
+	ev, err := a.handle(ctx, msg)
+	return ev, a.outcome, err
+}
+
+// handle is Handle; what it does to transactions accumulates in a.outcome.
+func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, error) {
 	ev, err := a.machine.Step(msg)
 	if err != nil {
 		return ev, err
@@ -171,7 +183,9 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		}
 	}
 	switch ev {
-	case evNone, evMessage:
+	case evNone:
+	case evMessage:
+		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.hasRelation(rel.RelationID) {
@@ -188,7 +202,7 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		b := msg.(*protocol.Begin)
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
-		a.sess.txnXid, a.sess.txnLSN = b.Xid, b.FinalLSN
+		a.queue.txnXid, a.queue.txnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
 		if !a.txn.skip && a.group.count == 0 {
 			a.sess.begin()
@@ -206,8 +220,8 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
 		}
-		if a.sess.full() {
-			if failed, err := a.sess.flush(ctx); err != nil {
+		if a.sess.full() || a.checks(msg) { // valuecheck.go
+			if failed, err := a.flushChange(ctx, msg); err != nil {
 				return ev, a.failStmt(ctx, failed, err)
 			}
 		}
@@ -235,8 +249,9 @@ func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, erro
 	return ev, nil
 }
 
-// outcome tells the run loop what the last Handle did to transactions, so
-// that it can keep the FlushTracker balanced: every Began is followed by
+// outcome tells the run loop what a step of the applier (Handle, Idle,
+// CommitAndSettle) did to transactions, so that it can keep the
+// FlushTracker balanced: every Began is followed by
 // exactly one Applied, Skipped or Ended. A message that both starts and
 // ends a transaction on the target (Stream Commit, Commit Prepared,
 // Rollback Prepared) sets Began as well as its end.
@@ -250,9 +265,6 @@ type outcome struct {
 	// (group commit); 0 means 1.
 	Count int
 }
-
-// LastOutcome returns the outcome of the last Handle.
-func (a *applier) LastOutcome() outcome { return a.outcome }
 
 // commit queues the origin advance and COMMIT of the open target
 // transaction, sends everything and records the new progress. Source
@@ -296,13 +308,13 @@ func (a *applier) Settle(ctx context.Context) error {
 
 // collect records the commits that drained batches confirmed.
 func (a *applier) collect() {
-	for _, m := range a.sess.done {
+	for _, m := range a.queue.done {
 		a.Stats.Commits.Add(1)
 		a.noteApplied(m.end, m.at)
 		a.outcome.Count += m.count
 		a.Stats.TxnsApplied.Add(int64(m.count - 1))
 	}
-	a.sess.done = a.sess.done[:0]
+	a.queue.done = a.queue.done[:0]
 }
 
 // noteApplied records that the source transaction ending at end is now
@@ -324,7 +336,7 @@ func (a *applier) noteSkipped() {
 func (a *applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 	a.params = state.AppendXactSetupArgs(a.params[:0], end, at.Time())
 	a.formats = append(a.formats[:0], 0, 0)
-	a.sess.queueStmt(opOrigin, nil, a.sess.xactSetup, a.params, a.formats, 0, 0)
+	a.sess.queueStmt(opOrigin, nil, a.queue.xactSetup, a.params, a.formats, 0, 0)
 }
 
 // Abandon rolls back a transaction in progress (on shutdown): nothing of it
@@ -350,7 +362,7 @@ func (a *applier) fail(ctx context.Context, err error) error {
 	}
 	a.skipHint(te)
 	a.group = txnGroup{}
-	a.sess.done = a.sess.done[:0]
+	a.queue.done = a.queue.done[:0]
 	a.net = newCompactor()
 	a.filteredOut = false
 	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
@@ -376,9 +388,7 @@ func (a *applier) failStmt(ctx context.Context, q *queuedStmt, err error) error 
 func (a *applier) failQueued(ctx context.Context, q *queuedStmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
-	if ce := (*columnError)(nil); errors.As(err, &ce) && len(ce.columns) > 1 && q.rel.params[q.sql] == nil && q.op != opCopy {
-		te.vague = true
-	}
+	te.vague = unchecked(q, err) // Run's retry checks the value (valuecheck.go)
 	if q != nil {
 		te.otherUnique = isOtherUnique(q.rel, err)
 	}
@@ -517,9 +527,9 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 	if err != nil {
 		return err
 	}
-	keyStart := len(a.sess.keys)
+	keyStart := len(a.queue.keys)
 	if c, _ := a.wraps('I'); c != "" {
-		a.sess.keys = a.renderTupleKey(a.sess.keys, e, &m.New)
+		a.queue.keys = a.renderTupleKey(a.queue.keys, e, &m.New)
 	}
 	a.queueRow(opInsert, 'I', e, sd, keyStart)
 	a.Stats.Inserts.Add(1)
@@ -573,7 +583,7 @@ func (a *applier) update(ctx context.Context, m *protocol.Update) error {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
-	keyStart := len(a.sess.keys)
+	keyStart := len(a.queue.keys)
 	match := a.matchColumns(e, src, full)
 	if kind == 'G' {
 		for _, i := range e.key {
@@ -599,7 +609,7 @@ func (a *applier) delete(ctx context.Context, m *protocol.Delete) error {
 		return err
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	keyStart := len(a.sess.keys)
+	keyStart := len(a.queue.keys)
 	match := a.matchColumns(e, src, full)
 	sd, err := a.statement(ctx, e, 'D', nil, match, full)
 	if err != nil {
@@ -623,7 +633,7 @@ func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) 
 	} else {
 		use = append(use, e.key...)
 	}
-	keys := a.sess.keys
+	keys := a.queue.keys
 	for n, i := range use {
 		c := &src.Columns[i]
 		a.addParam(c)
@@ -634,7 +644,7 @@ func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) 
 		keys = append(keys, '=')
 		keys = appendValue(keys, c)
 	}
-	a.sess.keys = keys
+	a.queue.keys = keys
 	a.matchIdx = use
 	return use
 }

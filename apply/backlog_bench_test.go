@@ -75,7 +75,7 @@ func TestBigTransactionMemory(t *testing.T) {
 	p.start()
 	h.waitCaughtUp("big", 10*time.Minute)
 	d := time.Since(start)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,8 +134,15 @@ func (c *compactor) keyCells(e *relEntry, t *protocol.TupleData) []cell {
 	return k
 }
 
+// image stores t's values in the arena; base, when given, is the row's
+// image so far, which an unchanged TOAST value keeps, and whose cells are
+// overwritten in place (each is read before it is written): merging an
+// update into a row allocates nothing.
 func (c *compactor) image(t *protocol.TupleData, base []cell) []cell {
-	img := make([]cell, len(t.Columns))
+	img := base
+	if len(img) != len(t.Columns) {
+		img = make([]cell, len(t.Columns))
+	}
 	for i := range t.Columns {
 		col := &t.Columns[i]
 		if col.Kind == protocol.ColumnUnchanged && base != nil && base[i].kind != protocol.ColumnUnchanged {

@@ -447,14 +447,14 @@ func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, ar
 // messages and, when the statement records its own conflicts, the record
 // parameters.
 func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
-	keyStart := len(a.sess.keys)
+	keyStart := len(a.queue.keys)
 	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
-	a.sess.keys = a.renderKeys(a.sess.keys, e, rs)
+	a.queue.keys = a.renderKeys(a.queue.keys, e, rs)
 	if conflict != "" {
 		a.appendRecordParams(e, nil)
 	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-	q := &a.sess.queued[len(a.sess.queued)-1]
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
+	q := a.queue.last()
 	q.rows = len(rs)
 	if !fail {
 		q.conflict = conflict

@@ -122,6 +122,10 @@ type Config struct {
 	UntilNowRequests <-chan struct{}
 	OnUntilReached   func(UntilReached)
 
+	// DDL applies the DDL statements the source captures (walapply ddl
+	// install) at their place in the stream (ddl_apply.go).
+	DDL bool
+
 	// NoCompaction turns off net-effect compaction within groups
 	// (compact.go): every source change becomes its own statement.
 	NoCompaction bool

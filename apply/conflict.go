@@ -211,10 +211,30 @@ func (a *applier) appendRecordParams(e *relEntry, key []byte) {
 	n2 := len(q)
 	q = strconv.AppendUint(q, uint64(a.txn.xid), 10)
 	n3 := len(q)
-	q = append(q, a.txn.finalLSN.String()...)
+	q = appendLSN(q, a.txn.finalLSN)
 	a.recordBuf = q
 	a.params = append(a.params, q[:n0], q[n0:n1], q[n1:n2], q[n2:n3], q[n3:])
 	a.formats = append(a.formats, 0, 0, 0, 0, 0)
+}
+
+// appendLSN appends l's text form (LSN.String) to dst without allocating.
+func appendLSN(dst []byte, l protocol.LSN) []byte {
+	const digits = "0123456789ABCDEF"
+	half := func(dst []byte, v uint32) []byte {
+		if v == 0 {
+			return append(dst, '0')
+		}
+		var b [8]byte
+		i := len(b)
+		for ; v > 0; v >>= 4 {
+			i--
+			b[i] = digits[v&15]
+		}
+		return append(dst, b[i:]...)
+	}
+	dst = half(dst, uint32(l>>32))
+	dst = append(dst, '/')
+	return half(dst, uint32(l))
 }
 
 // ConflictError stops the applier on a conflict whose policy is error:
@@ -335,11 +355,11 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
 	conflict, fail := a.wraps(kind)
 	if conflict != "" {
-		a.appendRecordParams(e, a.sess.keys[keyStart:])
+		a.appendRecordParams(e, a.queue.keys[keyStart:])
 	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
+	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
 	if !fail {
-		a.sess.queued[len(a.sess.queued)-1].conflict = conflict
+		a.queue.last().conflict = conflict
 	}
 }
 
@@ -443,11 +463,11 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protoco
 	for _, i := range e.key {
 		a.addParam(&m.New.Columns[i])
 	}
-	keyStart := len(a.sess.keys)
-	a.sess.keys = a.renderTupleKey(a.sess.keys, e, &m.New)
-	a.appendRecordParams(e, a.sess.keys[keyStart:])
-	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.sess.keys))
-	q := &a.sess.queued[len(a.sess.queued)-1]
+	keyStart := len(a.queue.keys)
+	a.queue.keys = a.renderTupleKey(a.queue.keys, e, &m.New)
+	a.appendRecordParams(e, a.queue.keys[keyStart:])
+	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
+	q := a.queue.last()
 	q.conflict = ConflictUpdateExists
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 )
 
 // TestConnectTimeout: a first connection that never succeeds is retried
@@ -26,7 +27,7 @@ func TestConnectTimeout(t *testing.T) {
 	cfg := apply.Config{Source: dead(), Target: dead(), Slot: "s", Publications: []string{"p"}}
 
 	t.Run("retried for ever, visibly", func(t *testing.T) {
-		var log syncBuffer
+		var log testutil.LogBuffer
 		c := cfg
 		c.Logger = zerolog.New(&log)
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)

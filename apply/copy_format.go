@@ -130,7 +130,7 @@ func (w *copyWorker) binaryCopy(ctx context.Context, t *copyTable) (bool, error)
 	text := textColumns(t, src, tgt)
 	if len(text) > 0 {
 		slices.Sort(text)
-		w.c.cfg.Logger.Debug().Str("table", t.String()).Str("text_columns", strings.Join(text, ",")).
+		w.c.cfg.Logger.Debug().Str("relation", logRelation(t.schema, t.name)).Str("text_columns", strings.Join(text, ",")).
 			Msg("copying in text format: these columns' types differ between source and target or have no portable binary form")
 	}
 	return len(text) == 0, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -89,7 +90,7 @@ func testCopyFormat(t *testing.T, h *harness, format string) {
 
 	cfg := h.config("formats", "pub")
 	cfg.Copy, cfg.CopyFormat = true, format
-	var log syncBuffer
+	var log testutil.LogBuffer
 	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), &log)).Level(zerolog.DebugLevel)
 	stop := h.runApplier(cfg)
 	h.waitCopyDone(time.Minute, nil)

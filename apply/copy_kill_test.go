@@ -126,13 +126,10 @@ func (h *harness) waitTarget(t *testing.T, p *applierProcess, query string) {
 // exited reports whether the process has exited, without consuming the
 // result that kill and stop wait for.
 func (p *applierProcess) exited() (bool, error) {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true, err
-	default:
-		return false, nil
+	if p.proc == nil {
+		return true, nil
 	}
+	return p.proc.Exited()
 }
 
 // watchProcess makes the harness's waits fail fast when the applier

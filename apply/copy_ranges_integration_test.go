@@ -260,7 +260,7 @@ func TestCopyRangesRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := h.compareRanges()
-		if c := logs.count(`"message":"copied range"`); c < 6 {
+		if c := logs.Count(`"message":"copied range"`); c < 6 {
 			t.Errorf("%d ranges copied, want those of nokey and keyed (at least 6)", c)
 		}
 		h.expect(`SELECT table_name || ' ' || bool_and(status = 'done')::text FROM walapply.copy_ranges GROUP BY table_name`,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -72,7 +73,7 @@ func TestCopyXmaxBelowXmin(t *testing.T) {
 		}
 
 		a, x1 := begin(1, "a")
-		log := &secLog{}
+		log := &testutil.LogBuffer{}
 		cfg := h.secConfig("s", "pub", log)
 		cfg.Copy = true
 		stop := h.runApplier(cfg)

@@ -97,7 +97,12 @@
 // Structure. txnMachine is the pure part: fed one decoded message at a time,
 // it checks the framing (transactions, stream blocks, prepared transactions)
 // and says what the message means (an event). applier acts on events against
-// a target session; Run is the loop around both that owns the connections.
+// a target (applier_target.go: the small interface it needs of the applying
+// connection, and tableCatalog for table lookups) and returns what each step
+// did to transactions (an outcome); Run is the loop around both that owns
+// the connections. The engine's decisions are tested without a server:
+// TestTranscripts feeds messages to the applier over a recording fake
+// target (testdata/engine/*.txt), TestAllocs measures its hot path.
 //
 // # Glossary
 //
@@ -149,19 +154,26 @@
 //     commit, failure), group.go (group commit), skip.go (--skip-lsn),
 //     origin_filter.go, conflict.go, rewind.go (the origin moved back after
 //     a failed COMMIT or PREPARE).
-//   - The target: target.go (the pipelined session), target_copy.go (COPY
+//   - The target: applier_target.go (target and tableCatalog, what the
+//     applier needs), target.go (the pipelined session, the real target),
+//     target_calls.go (its calls outside a batch), target_copy.go (COPY
 //     in a batch), statements.go, sqlbuild.go, catalog.go, relcache.go,
-//     registry.go (the walapply schema), errors.go, errdetail.go.
+//     registry.go (the walapply schema), registry_read.go (ReadRegistered,
+//     for walapply status), errors.go, errdetail.go,
+//     valuecheck.go (which column a rejected value is in).
 //   - Compaction: compact.go (net state), compact_write.go (write-out),
 //     compact_rows.go (rows as array parameters), compact_order.go.
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
 //     stream_parallel_origin.go, stream_parallel_watch.go.
-//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go.
+//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
+//     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.
+//   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
+//     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
 //     identity.go (slot and origin agree), timeline.go, failover.go,
 //     compare.go, compare_catalog.go, compare_keys.go, drop.go,

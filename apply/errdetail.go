@@ -47,6 +47,7 @@ func isTLSFailure(err error) bool {
 type columnError struct {
 	columns []string // quoted
 	typ     string   // the target type, as format_type writes it
+	value   string   // the value's shape (valueShape), once checked (valuecheck.go)
 	err     error
 }
 
@@ -54,6 +55,9 @@ func (e *columnError) Error() string {
 	which := "column " + e.columns[0]
 	if len(e.columns) > 1 {
 		which = "one of columns " + strings.Join(e.columns, ", ")
+	}
+	if e.value != "" {
+		return fmt.Sprintf("%s (%s on the target), %s: %v", which, e.typ, e.value, e.err)
 	}
 	return fmt.Sprintf("%s (%s on the target): %v", which, e.typ, e.err)
 }
@@ -121,8 +125,9 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 // needs the column to fix it. Other errors are returned unchanged.
 func withColumn(q *queuedStmt, err error) error {
 	var pgErr *pgconn.PgError
+	var named *columnError
 	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
-		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") {
+		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") || errors.As(err, &named) {
 		return err
 	}
 	if col := paramColumn(q, pgErr); col >= 0 {

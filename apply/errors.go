@@ -57,9 +57,9 @@ type TxnError struct {
 	// transaction; SkipSpent says it was ignored as used already.
 	SkipLSN   protocol.LSN
 	SkipSpent bool
-	// vague: a multi-row statement of net-effect compaction failed on a
-	// value without naming its column; applied row by row (as Run's retry
-	// without grouping does) the error names it (withColumn).
+	// vague: the target rejected a value whose column (or shape) the
+	// error cannot name yet: Run's retry without grouping applies the
+	// transaction change by change and checks it (valuecheck.go).
 	vague bool
 	// otherUnique: a duplicate key of a unique index other than the
 	// replica identity key, which the conflict policies do not cover.
@@ -70,9 +70,16 @@ type TxnError struct {
 // compaction off up to the failed transaction (te, set from err's chain):
 // once, for a failure inside a group (which rolled back the transactions
 // before it too) or a vague one, so that the error stops exactly at that
-// transaction and names what it can.
+// transaction and names what it can. A vague failure at a transaction
+// before the one the last retry stopped at (a group's multi-row
+// statements name its last transaction; applied one by one, an earlier
+// one failed) is retried once more, to check that transaction's values
+// (valuecheck.go).
 func (c *Config) retryUngrouped(err error, te **TxnError) bool {
-	return errors.As(err, te) && ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN
+	if !errors.As(err, te) || (*te).CommitLSN == c.noGroupThrough {
+		return false
+	}
+	return ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN || (*te).vague
 }
 
 func (e *TxnError) Error() string {

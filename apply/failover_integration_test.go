@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/testenv"
 )
@@ -358,7 +359,7 @@ func TestFailoverStandbyWaitsForPromotion(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		log := &secLog{}
+		log := &testutil.LogBuffer{}
 		cfg := h.secConfig("fo", "pub", log)
 		cfg.Source = f.standby.ConnString("postgres")
 		h.runApplier(cfg)

@@ -81,11 +81,13 @@ func (a *applier) clock() time.Time {
 // CommitAndSettle commits the open group, if any, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
 // before it stops.
-func (a *applier) CommitAndSettle(ctx context.Context) error {
-	if err := a.Idle(ctx); err != nil {
-		return err
+func (a *applier) CommitAndSettle(ctx context.Context) (outcome, error) {
+	a.outcome = outcome{}
+	if err := a.idle(ctx); err != nil {
+		return a.outcome, err
 	}
-	return a.Idle(ctx)
+	err := a.idle(ctx)
+	return a.outcome, err
 }
 
 // Idle takes one step towards having nothing pending, for a run loop whose
@@ -97,7 +99,14 @@ func (a *applier) CommitAndSettle(ctx context.Context) error {
 // loop receives the next messages. If the stream stays quiet, the next
 // Idle confirms the group, a millisecond later. Inside a source
 // transaction it does nothing.
-func (a *applier) Idle(ctx context.Context) error {
+func (a *applier) Idle(ctx context.Context) (outcome, error) {
+	a.outcome = outcome{}
+	err := a.idle(ctx)
+	return a.outcome, err
+}
+
+// idle is Idle; what it does to transactions accumulates in a.outcome.
+func (a *applier) idle(ctx context.Context) error {
 	if a.machine.InTransaction() {
 		return nil
 	}

@@ -33,7 +33,7 @@ func TestGroupEnds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := &applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &targetSession{queued: make([]queuedStmt, c.queued)}}
+			a := &applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &targetSession{stmtQueue: stmtQueue{queued: make([]queuedStmt, c.queued)}}}
 			a.txn.finalLSN = 100
 			if c.noGroup {
 				a.noGroupThrough = 100
@@ -62,7 +62,7 @@ func TestReceiveDeadline(t *testing.T) {
 				case "group":
 					s.applier.group = txnGroup{count: 5, opened: now.Add(-time.Hour)}
 				case "batch in flight":
-					s.applier.sess.flying.mrr = &pgconn.MultiResultReader{}
+					s.applier.sess.(*targetSession).flying.mrr = &pgconn.MultiResultReader{}
 				}
 				d := s.receiveDeadline(now, next)
 				if !d.After(now) {

@@ -33,16 +33,7 @@ func newHarness(t *testing.T, version int, source, target map[string]string) *ha
 
 func (h *harness) exec(c *testenv.Cluster, sqls ...string) {
 	h.t.Helper()
-	conn, err := c.Connect(h.ctx, "postgres")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer conn.Close(h.ctx)
-	for _, s := range sqls {
-		if _, err := conn.Exec(h.ctx, s); err != nil {
-			h.t.Fatalf("executing %q: %v", s, err)
-		}
-	}
+	testenv.MustExec(h.t, c, "postgres", sqls...)
 }
 
 func (h *harness) source(sqls ...string) { h.t.Helper(); h.exec(h.pair.Source, sqls...) }

@@ -51,6 +51,28 @@ func (k *streamKeeper) sent(w, f, a protocol.LSN) {
 	k.apply.Store(uint64(a))
 }
 
+// sendStatus confirms w, f and a to the source (the run loop's feedback)
+// and records them for resendStatus. Every standby status update walapply
+// sends goes through writeStatus.
+func (k *streamKeeper) sendStatus(ctx context.Context, w, f, a protocol.LSN, replyRequested bool) error {
+	err := k.use(func(*protocol.ReplStream) error { return k.writeStatus(ctx, w, f, a, replyRequested) })
+	k.sent(w, f, a)
+	return err
+}
+
+// resendStatus sends the positions last confirmed again, as a keepalive
+// (a long replay of a streamed transaction, stream.go).
+func (k *streamKeeper) resendStatus(ctx context.Context) error {
+	w, f, a := k.last()
+	return k.use(func(*protocol.ReplStream) error { return k.writeStatus(ctx, w, f, a, false) })
+}
+
+// writeStatus sends one standby status update; the caller has the stream
+// to itself (use, or run's lock).
+func (k *streamKeeper) writeStatus(ctx context.Context, w, f, a protocol.LSN, replyRequested bool) error {
+	return k.stream.SendStatus(ctx, w, f, a, replyRequested)
+}
+
 // last returns the positions the loop last confirmed.
 func (k *streamKeeper) last() (w, f, a protocol.LSN) {
 	return protocol.LSN(k.write.Load()), protocol.LSN(k.flush.Load()), protocol.LSN(k.apply.Load())
@@ -78,7 +100,7 @@ func (k *streamKeeper) run(ctx context.Context) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		w, f, a := k.last()
-		err := k.stream.SendStatus(sctx, w, f, a, false)
+		err := k.writeStatus(sctx, w, f, a, false)
 		cancel()
 		quietSince = time.Now()
 		k.mu.Unlock()

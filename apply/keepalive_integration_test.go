@@ -1,14 +1,13 @@
 package apply_test
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -30,7 +29,7 @@ func TestLongTargetStatement(t *testing.T) {
 		h.source(`INSERT INTO slow VALUES (1)`)
 		start := time.Now()
 		cfg := h.config("slow", "pub")
-		var log syncBuffer
+		var log testutil.LogBuffer
 		cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), &log))
 		stop := h.runApplier(cfg)
 		h.waitCaughtUp("slow", 2*time.Minute)
@@ -45,22 +44,4 @@ func TestLongTargetStatement(t *testing.T) {
 			t.Error("the source dropped the stream during the long statement")
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

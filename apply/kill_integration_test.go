@@ -22,9 +22,11 @@ var (
 )
 
 // walapplyBinary builds cmd/walapply once per test binary: the kill tests
-// need a process of its own to SIGKILL.
-func walapplyBinary(t *testing.T) string {
-	t.Helper()
+// need a process of its own to SIGKILL. Under -short the test skips
+// instead (testenv.SkipShort).
+func walapplyBinary(tb testing.TB) string {
+	tb.Helper()
+	testenv.SkipShort(tb)
 	binaryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "walapply-bin-")
 		if err != nil {
@@ -38,7 +40,7 @@ func walapplyBinary(t *testing.T) string {
 		}
 	})
 	if binaryErr != nil {
-		t.Fatal(binaryErr)
+		tb.Fatal(binaryErr)
 	}
 	return binaryPath
 }
@@ -171,9 +173,7 @@ func faultLoop(t *testing.T, workload <-chan error, min int, fault func(i int)) 
 // row: nothing missing, nothing twice.
 func TestExactlyOnceUnderFire(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("-short: the fault tests take a minute")
-	}
+	testenv.SkipShort(t)
 	const clients, perClient = 4, 5000 // 20k transactions
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		for _, fault := range []string{"kill-applier", "stop-target", "restart-source"} {

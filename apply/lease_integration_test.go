@@ -161,7 +161,7 @@ func TestSecondRunRefusedProcess(t *testing.T) {
 		out, err := exec.CommandContext(ctx, p.args[0], p.args[1:]...).CombinedOutput()
 		host, _ := os.Hostname()
 		// The log is JSON: the error is its last record (the fatal one).
-		want := fmt.Sprintf(`"error":"applier \"app_slot\" is already running against this target (pid %d on host %s, since `, p.cmd.Process.Pid, host)
+		want := fmt.Sprintf(`"error":"applier \"app_slot\" is already running against this target (pid %d on host %s, since `, p.proc.Pid(), host)
 		var exit *exec.ExitError
 		if ctx.Err() != nil || !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
 			t.Fatalf("second walapply run: %v (%v)\n%s\nwant exit 1 and %q", err, ctx.Err(), out, want)

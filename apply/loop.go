@@ -122,7 +122,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 		return nil
 	}
 	s.applier.stream.raw = ev.Data // spilled as received (stream.go)
-	e, err := s.applier.Handle(ctx, msg)
+	e, o, err := s.applier.Handle(ctx, msg)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
 	s.origins.observe(e, msg)
-	s.track(s.applier.LastOutcome())
+	s.track(o)
 	s.tracker.Received(ev.WALStart)
 	return nil
 }
@@ -170,12 +170,12 @@ func (s *session) idle(ctx context.Context) error {
 
 // tracked runs one of the applier's steps and passes its outcome to the
 // FlushTracker.
-func (s *session) tracked(ctx context.Context, step func(context.Context) error) error {
-	s.applier.outcome = outcome{}
-	if err := step(ctx); err != nil {
+func (s *session) tracked(ctx context.Context, step func(context.Context) (outcome, error)) error {
+	o, err := step(ctx)
+	if err != nil {
 		return err
 	}
-	s.track(s.applier.LastOutcome())
+	s.track(o)
 	return nil
 }
 
@@ -193,9 +193,7 @@ func (s *session) feedback(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, s.untilWaiting()) })
-	s.keeper.sent(w, f, a)
-	if err != nil {
+	if err := s.keeper.sendStatus(ctx, w, f, a, s.untilWaiting()); err != nil {
 		return fmt.Errorf("sending feedback to the source: %w", err)
 	}
 	if s.cfg.OnProgress != nil {

@@ -95,18 +95,14 @@ func runbook(t *testing.T, h *harness, schema bool) {
 		if writeErr != nil && !errors.Is(writeErr, context.Canceled) {
 			t.Fatal(writeErr)
 		}
-		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		if err := p.proc.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-p.done:
-			p.cmd = nil
-			if err != nil || !strings.Contains(out.String(), "reached ") {
-				t.Fatalf("walapply run after SIGUSR1: %v\n%s", err, out.String())
-			}
-		case <-time.After(time.Minute):
+		if exited, err := p.wait(time.Minute); !exited {
 			p.kill()
 			t.Fatalf("walapply run did not stop within a minute of SIGUSR1\n%s", out.String())
+		} else if err != nil || !strings.Contains(out.String(), "reached ") {
+			t.Fatalf("walapply run after SIGUSR1: %v\n%s", err, out.String())
 		}
 
 		cmp, err := exec.Command(bin, "compare", "--source", src, "--target", dst, "--publication", "migrate", "--jobs", "2").CombinedOutput()

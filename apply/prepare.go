@@ -59,7 +59,7 @@ import (
 // finished by an outcome still ahead in the stream. Once the stream has
 // passed the source's position at connect, any that remain are reported in
 // the log, never committed or rolled back by walapply: only an operator can
-// tell what they should become (prepare_recover.go).
+// tell what they should become (twophase.Leftovers).
 type twoPhaseState struct {
 	on   bool
 	mode twophase.Mode
@@ -78,11 +78,8 @@ type twoPhaseState struct {
 	prepared map[string]bool
 
 	// leftovers: the applier's prepared transactions found on the target
-	// at connect that the source no longer had prepared (GID -> source
-	// xid); reported if still prepared once the stream has passed
-	// leftoversUntil, the source's WAL position at connect.
-	leftovers      map[string]uint32
-	leftoversUntil protocol.LSN
+	// at connect, to report if nothing finishes them (prepare_recover.go).
+	leftovers *twophase.Leftovers
 }
 
 // checkTwoPhaseConfig validates Config.TwoPhase and Config.GIDMode; whether

@@ -27,7 +27,7 @@ func (a *applier) targetGID(xid uint32, sourceGID string) (string, error) {
 func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN protocol.LSN, at protocol.Timestamp, sourceGID string) (skip bool, err error) {
 	a.outcome.Began = true
 	a.txn = openTxn{xid: xid, finalLSN: prepareLSN, commitTime: at}
-	a.sess.txnXid, a.sess.txnLSN = xid, prepareLSN
+	a.queue.txnXid, a.queue.txnLSN = xid, prepareLSN
 	gid, err := a.targetGID(xid, sourceGID)
 	if err != nil {
 		return false, err
@@ -36,7 +36,7 @@ func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 	if !alreadyApplied(prepareLSN, a.applied) {
 		return false, nil
 	}
-	prepared, err := twophase.IsPrepared(ctx, a.sess.conn, gid)
+	prepared, err := a.sess.isPrepared(ctx, gid)
 	if err != nil {
 		return false, &TxnError{Xid: xid, CommitLSN: prepareLSN, Op: OpPrepare + " " + twophase.QuoteGID(gid), Err: fmt.Errorf("looking up whether it is prepared already: %w", err)}
 	}
@@ -210,32 +210,32 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 		lsn = f.end
 	}
 	a.txn = openTxn{xid: f.xid, finalLSN: lsn, commitTime: f.at}
-	a.sess.txnXid, a.sess.txnLSN = f.xid, lsn
+	a.queue.txnXid, a.queue.txnLSN = f.xid, lsn
 	gid, err := a.targetGID(f.xid, f.sourceGID)
 	if err != nil {
 		return err
 	}
 	what := f.what() + " " + twophase.QuoteGID(gid)
-	tag, err := a.sess.conn.Exec(ctx, state.XactSetupIfPreparedSQL, f.end.String(), f.at.Time(), gid)
+	found, err := a.sess.xactSetupIfPrepared(ctx, f.end, f.at.Time(), gid)
 	if err != nil {
 		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: fmt.Errorf("setting up the origin: %w", err)}
 	}
-	if tag.RowsAffected() == 0 {
+	if !found {
 		a.notPrepared(&f, gid)
 		return nil
 	}
-	if _, err := a.sess.pg.Exec(ctx, twophase.FinishSQL(gid, f.commit)).ReadAll(); err != nil {
+	if err := a.sess.exec(ctx, twophase.FinishSQL(gid, f.commit)); err != nil {
 		// The setup is still on the session: clear it before anything else
 		// runs there (state's package doc). A lost connection took it along.
-		if !a.sess.pg.IsClosed() {
-			if rerr := state.XactReset(ctx, a.sess.conn); rerr != nil {
+		if !a.sess.lost() {
+			if rerr := a.sess.xactReset(ctx); rerr != nil {
 				a.log.Warn().Err(rerr).Msg("resetting the origin setup after a failed " + f.what())
 			}
 		}
 		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: err}
 	}
 	delete(a.tp.prepared, gid)
-	delete(a.tp.leftovers, gid)
+	a.tp.leftovers.Finished(gid)
 	a.tpApplied(f.end, f.at)
 	a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what())
 	return nil

@@ -223,9 +223,9 @@ func leastPrivilegeCopy(t *testing.T, h *harness, doc map[string][]string, compa
 	if err := dst.CreateDatabase(h.ctx, "appdb3"); err != nil {
 		t.Fatal(err)
 	}
-	execIn(t, dst, "appdb3", append([]string{`CREATE SCHEMA shop`}, strings.Split(shopTables, ";")...)...)
-	execIn(t, dst, "appdb3", doc["target-schema-precreated"]...)
-	execIn(t, dst, "appdb3", doc["target-grants"]...)
+	testenv.MustExec(t, dst, "appdb3", append([]string{`CREATE SCHEMA shop`}, strings.Split(shopTables, ";")...)...)
+	testenv.MustExec(t, dst, "appdb3", doc["target-schema-precreated"]...)
+	testenv.MustExec(t, dst, "appdb3", doc["target-grants"]...)
 	cfg := h.secConfig("priv3", "walapply_pub", nil)
 	cfg.Source = secUserURL(src, "walapply_source", privPW)
 	cfg.Target = strings.Replace(secUserURL(dst, "walapply_target", privPW), "/postgres?", "/appdb3?", 1)
@@ -245,8 +245,8 @@ func leastPrivilegeCopy(t *testing.T, h *harness, doc map[string][]string, compa
 			strings.Join(wantTarget, "\n"), strings.Join(wantSource, "\n"))
 	}
 
-	execIn(t, dst, "appdb3", doc["target-grants-copy"]...)
-	execIn(t, src, "postgres", doc["source-grants-copy"]...)
+	testenv.MustExec(t, dst, "appdb3", doc["target-grants-copy"]...)
+	testenv.MustExec(t, src, "postgres", doc["source-grants-copy"]...)
 	stop := h.runApplier(cfg)
 	h.waitCaughtUp("priv3", time.Minute)
 	h.source(`UPDATE shop.items SET price = 7 WHERE id = 2`, `DELETE FROM shop.events WHERE id = 1`)

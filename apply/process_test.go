@@ -6,61 +6,69 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walapply/walapply/internal/testutil"
 )
 
 // childProcess is walapply run as a child process of a test, so that it
 // can be SIGKILLed like a crashed applier or stopped with SIGTERM like an
-// operator would.
+// operator would, and started again with the same arguments.
 type childProcess struct {
 	t    *testing.T
-	args []string  // the binary, then its arguments
-	out  io.Writer // stdout and stderr
-	cmd  *exec.Cmd // nil when not running
-	done chan error
-	runs int // processes started
+	args []string          // the binary, then its arguments
+	out  io.Writer         // stdout and stderr
+	proc *testutil.Process // nil when not running
+	runs int               // processes started
 }
 
 func (p *childProcess) start() {
 	p.t.Helper()
-	p.cmd = exec.Command(p.args[0], p.args[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	// The applier must not outlive the test binary.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(p.args[0], p.args[1:]...)
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	proc, err := testutil.StartProcess(cmd)
+	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.proc = proc
 	p.runs++
-	done := make(chan error, 1)
-	p.done = done
-	go func() { done <- p.cmd.Wait() }()
 }
 
 // kill SIGKILLs the process and waits for it.
 func (p *childProcess) kill() {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.cmd = nil
+	p.proc.Kill()
+	p.proc = nil
+}
+
+// wait waits up to timeout for the process to exit by itself (after a
+// signal, say) and says how it did; exited is false if it still runs.
+func (p *childProcess) wait(timeout time.Duration) (exited bool, err error) {
+	if p.proc == nil {
+		return true, nil
+	}
+	exited, err = p.proc.Wait(timeout)
+	if exited {
+		p.proc = nil
+	}
+	return exited, err
 }
 
 // stop sends SIGTERM and checks for a clean exit (status 0) within a
 // minute.
 func (p *childProcess) stop() {
 	p.t.Helper()
-	if p.cmd == nil {
+	if p.proc == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.cmd = nil
-		if err != nil {
-			p.t.Errorf("walapply did not exit cleanly on SIGTERM: %v", err)
-		}
-	case <-time.After(time.Minute):
+	_ = p.proc.Signal(syscall.SIGTERM)
+	exited, err := p.wait(time.Minute)
+	switch {
+	case !exited:
 		p.t.Error("walapply did not stop within a minute of SIGTERM")
 		p.kill()
+	case err != nil:
+		p.t.Errorf("walapply did not exit cleanly on SIGTERM: %v", err)
 	}
 }

@@ -46,6 +46,16 @@ func (e *newTablesError) Error() string {
 	return "apply: the stream names newly published table(s) " + relNames(e.tables) + ": restarting the session to copy them"
 }
 
+// logRelations names relations in a log field ("relations"): logRelation's
+// form, comma-separated.
+func logRelations(ns []relName) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = logRelation(n.schema, n.name)
+	}
+	return strings.Join(s, ", ")
+}
+
 func relNames(ns []relName) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
@@ -82,7 +92,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 		return w.begin(ctx, a, n) // refresh_sync.go
 	}
 	w.known[n] = true
-	a.log.Warn().Str("table", quoteQualified(n.schema, n.name)).
+	a.log.Warn().Str("relation", logRelation(n.schema, n.name)).
 		Msg(notCopiedWarning)
 	if a.catalog == nil {
 		return nil
@@ -180,11 +190,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 	slices.SortFunc(removed, compareRelName)
 	for _, n := range removed {
-		log.Info().Str("table", quoteQualified(n.schema, n.name)).
+		log.Info().Str("relation", logRelation(n.schema, n.name)).
 			Msg("table no longer published: its changes are no longer applied; its rows on the target stay")
 	}
 	for _, n := range gone {
-		log.Warn().Str("table", quoteQualified(n.schema, n.name)).
+		log.Warn().Str("relation", logRelation(n.schema, n.name)).
 			Msg("table published and removed again before it could be copied: its changes while it was published are applied, its earlier rows are missing on the target")
 	}
 
@@ -215,7 +225,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 	if !copying && !first {
 		for _, t := range todo {
-			log.Warn().Str("table", t.String()).
+			log.Warn().Str("relation", logRelation(t.schema, t.name)).
 				Msg(notCopiedWarning)
 		}
 	}
@@ -332,7 +342,7 @@ func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version 
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("tables", relNames(relNamesOf(todo))).Stringer("snapshot_lsn", point).
+	cfg.Logger.Info().Str("relations", logRelations(relNamesOf(todo))).Stringer("snapshot_lsn", point).
 		Msg("copying newly published tables; their changes the snapshot holds are skipped from the stream")
 	c.prog = newCopyProgress(cfg, len(todo), 0, todo)
 	stopReports := c.prog.report(ctx)

@@ -125,7 +125,7 @@ func TestRefreshAddTable(t *testing.T) {
 		if got := h.scalar(false, `SELECT count(*)::text FROM t_old`); got == "0" {
 			t.Errorf("t_old's rows on the target are gone")
 		}
-		if c := logs.count("update_missing") + logs.count("delete_missing"); c != 0 {
+		if c := logs.Count("update_missing") + logs.Count("delete_missing"); c != 0 {
 			t.Errorf("%d changes found no row on the target, want 0", c)
 		}
 		h.expect(`SELECT s.table_name || ' ' || s.status || ' ' || s.published || ' ' || (s.copy_lsn > c.consistent_point)
@@ -314,7 +314,7 @@ func TestRefreshStreamedFallback(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := h.compare(tableRows("t_old", "")) + h.compare(tableRows("t_new", ""))
-		if c := logs.count("update_missing") + logs.count("delete_missing"); c != 0 {
+		if c := logs.Count("update_missing") + logs.Count("delete_missing"); c != 0 {
 			t.Errorf("%d changes found no row on the target, want 0", c)
 		}
 		t.Logf("PostgreSQL %d: %s streamed transactions; %d rows compared, all equal", version, h.streamedTxns("fslot"), n)

@@ -228,7 +228,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		defer ts.wg.Done()
 		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
-	cfg.Logger.Info().Str("table", t.String()).
+	cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
 }
@@ -303,7 +303,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		return err
 	}
 	applied, at := a.Applied()
-	a.sess.txnXid, a.sess.txnLSN = 0, applied
+	a.queue.txnXid, a.queue.txnLSN = 0, applied
 	a.sess.begin()
 	skipped := 0
 	for _, c := range ts.changes {
@@ -316,7 +316,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
 		}
 		a.txn = openTxn{xid: c.xid, finalLSN: c.finalLSN}
-		a.sess.txnXid, a.sess.txnLSN = c.xid, c.finalLSN
+		a.queue.txnXid, a.queue.txnLSN = c.xid, c.finalLSN
 		if err := a.change(ctx, msg); err != nil {
 			return a.fail(ctx, err)
 		}
@@ -327,10 +327,9 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		}
 	}
 	a.txn = openTxn{}
-	a.sess.batch.ExecParams(`UPDATE walapply.copy_state SET status = 'done'
+	a.sess.queueExec(queuedStmt{op: opOrigin}, `UPDATE walapply.copy_state SET status = 'done'
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
-		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil, nil)
-	a.sess.queued = append(a.sess.queued, queuedStmt{op: opOrigin})
+		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil)
 	a.queueOriginAdvance(applied, at)
 	a.sess.queueSQL(opCommit, nil, "COMMIT")
 	if failed, err := a.sess.flush(ctx); err != nil {
@@ -350,7 +349,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("table", ts.table.String()).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", logRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

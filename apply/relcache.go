@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 )
@@ -36,6 +35,10 @@ type relEntry struct {
 	// compact caches compactable's answer for this entry (0: not asked
 	// yet, 1: yes, 2: no); the policies do not change within a session.
 	compact uint8
+
+	// name is String's answer, rendered once: conflict records name the
+	// relation per change (appendRecordParams).
+	name string
 }
 
 // noteParams records the columns of a statement's parameters.
@@ -48,7 +51,10 @@ func (e *relEntry) noteParams(sql string, columns []string) {
 
 // String names the relation for messages: schema.name as the source has it.
 func (e *relEntry) String() string {
-	return quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
+	if e.name == "" {
+		e.name = quoteQualified(sourceSchema(e.rel.Namespace), e.rel.Name)
+	}
+	return e.name
 }
 
 // logName names the relation in log fields (logRelation).
@@ -91,7 +97,7 @@ func (c *relationCache) PutType(t *protocol.TypeMessage) {
 }
 
 // get returns the entry of a relation, mapped onto the target.
-func (c *relationCache) get(ctx context.Context, q querier, relid uint32) (*relEntry, error) {
+func (c *relationCache) get(ctx context.Context, cat tableCatalog, relid uint32) (*relEntry, error) {
 	e := c.rels[relid]
 	if e == nil {
 		return nil, orderError("change for relation OID %d before its Relation message", relid)
@@ -99,7 +105,7 @@ func (c *relationCache) get(ctx context.Context, q querier, relid uint32) (*relE
 	if e.mapped {
 		return e, nil
 	}
-	if err := c.mapTarget(ctx, q, e); err != nil {
+	if err := c.mapTarget(ctx, cat, e); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -107,9 +113,9 @@ func (c *relationCache) get(ctx context.Context, q querier, relid uint32) (*relE
 
 // mapTarget finds the target table of a source relation: by schema and
 // name, columns by name (PostgreSQL's subscriber does the same).
-func (c *relationCache) mapTarget(ctx context.Context, q querier, e *relEntry) error {
+func (c *relationCache) mapTarget(ctx context.Context, cat tableCatalog, e *relEntry) error {
 	schema := sourceSchema(e.rel.Namespace)
-	t, found, err := lookupTargetTable(ctx, q, schema, e.rel.Name)
+	t, found, err := cat.lookupTable(ctx, schema, e.rel.Name)
 	if err != nil {
 		return err
 	}
@@ -161,18 +167,26 @@ func (c *relationCache) mapTarget(ctx context.Context, q querier, e *relEntry) e
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
 func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
+	u := a.rels.rels[relid]
+	if u != nil && u.mapped {
+		return u, nil
+	}
 	var e *relEntry
 	var err error
-	if u := a.rels.rels[relid]; u != nil && !u.mapped && a.catalog != nil {
-		e, err = a.lookupOnCatalog(ctx, relid)
+	if u != nil && (a.tables != nil || a.catalog != nil && !a.ddlUncommitted()) {
+		cat := a.tables
+		if cat == nil {
+			cat = controlCatalog{a.catalog}
+		}
+		e, err = a.rels.get(ctx, cat, relid)
 	} else {
-		if u != nil && !u.mapped && a.sess.busy() {
+		if u != nil && a.sess.busy() {
 			// The catalog lookup needs the connection.
 			if err := a.Settle(ctx); err != nil {
 				return nil, err
 			}
 		}
-		e, err = a.rels.get(ctx, a.sess.conn, relid)
+		e, err = a.rels.get(ctx, a.sess.catalog(), relid)
 	}
 	if err != nil {
 		rel := ""
@@ -182,24 +196,4 @@ func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEn
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: rel, Op: op.String(), Err: err}
 	}
 	return e, nil
-}
-
-// lookupOnCatalog maps a relation to its target table through the catalog
-// connection, so that the applying session keeps its batch in flight: a
-// lookup there would first wait for the target to finish it, and the target
-// would then sit idle while the next batch is built (once per table, but
-// on a backlog over many tables that was a stall per table). The lookup
-// runs read-only with the applying session's search_path, so type names
-// read the same on both (error messages are matched against them).
-func (a *applier) lookupOnCatalog(ctx context.Context, relid uint32) (*relEntry, error) {
-	var e *relEntry
-	err := pgx.BeginTxFunc(ctx, a.catalog, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
-			return fmt.Errorf("reading the target catalog: %w", err)
-		}
-		var err error
-		e, err = a.rels.get(ctx, tx, relid)
-		return err
-	})
-	return e, err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
@@ -36,48 +37,30 @@ const originReleaseWait = 30 * time.Second
 // An error means the origin may be ahead of the target's data: it is
 // permanent, so that the run stops rather than resume past the transaction.
 func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) error {
-	origin := a.sess.origin
+	origin := a.sess.originName()
 	if origin == "" {
 		return nil
 	}
-	conn := a.sess.conn
-	if a.sess.pg.IsClosed() {
+	var from protocol.LSN
+	if a.sess.lost() {
 		if gid == "" {
 			return nil
 		}
-		c, err := connectTarget(ctx, a.tp.cfg, "repair")
-		if err != nil {
-			// The target is unreachable: most likely it went down, and its
-			// backends with it, before writing an abort record.
-			a.log.Warn().Err(err).Str("gid", gid).Msg("cannot reach the target to check the origin after a failed PREPARE TRANSACTION")
-			return nil
+		var done bool
+		var err error
+		if from, done, err = a.rewindOnNewConn(ctx, origin, gid, maybeDone); done || err != nil {
+			return err
 		}
-		defer c.Close(context.WithoutCancel(ctx))
-		if err := waitOriginFree(ctx, c, origin); err != nil {
-			return a.rewindFailed(gid, err)
-		}
-		conn = c
 	} else {
 		if gid != "" {
-			if err := state.XactReset(ctx, conn); err != nil {
+			if err := a.sess.xactReset(ctx); err != nil {
 				return a.rewindFailed(gid, err)
 			}
 		}
-		maybeDone = false
-	}
-	if maybeDone {
-		prepared, err := twophase.IsPrepared(ctx, conn, gid)
-		if err != nil {
+		var err error
+		if from, err = a.sess.rewindOrigin(ctx, a.applied); err != nil {
 			return a.rewindFailed(gid, err)
 		}
-		if prepared {
-			a.log.Info().Str("gid", gid).Msg("the connection was lost after PREPARE TRANSACTION took effect; the transaction is prepared on the target")
-			return nil
-		}
-	}
-	from, err := state.RewindOrigin(ctx, conn, origin, a.applied, conn == a.sess.conn)
-	if err != nil {
-		return a.rewindFailed(gid, err)
 	}
 	if from > a.applied {
 		ev := a.log.Warn()
@@ -88,6 +71,39 @@ func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) 
 			Msg("moved the origin back after a failed " + failedWhat(gid) + " (PostgreSQL 16+ advances it on abort); the source sends the transaction again")
 	}
 	return nil
+}
+
+// rewindOnNewConn is rewindOrigin after a failed PREPARE on a lost
+// connection: it waits on a new one for the old backend to release the
+// origin and rewinds it there, unless the transaction turns out to be
+// prepared (maybeDone). done means there is nothing more to do.
+func (a *applier) rewindOnNewConn(ctx context.Context, origin, gid string, maybeDone bool) (from protocol.LSN, done bool, err error) {
+	c, err := connectTarget(ctx, a.tp.cfg, "repair")
+	if err != nil {
+		// The target is unreachable: most likely it went down, and its
+		// backends with it, before writing an abort record.
+		a.log.Warn().Err(err).Str("gid", gid).Msg("cannot reach the target to check the origin after a failed PREPARE TRANSACTION")
+		return 0, true, nil
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	if err := waitOriginFree(ctx, c, origin); err != nil {
+		return 0, true, a.rewindFailed(gid, err)
+	}
+	if maybeDone {
+		prepared, err := twophase.IsPrepared(ctx, c, gid)
+		if err != nil {
+			return 0, true, a.rewindFailed(gid, err)
+		}
+		if prepared {
+			a.log.Info().Str("gid", gid).Msg("the connection was lost after PREPARE TRANSACTION took effect; the transaction is prepared on the target")
+			return 0, true, nil
+		}
+	}
+	from, err = state.RewindOrigin(ctx, c, origin, a.applied, false)
+	if err != nil {
+		return 0, true, a.rewindFailed(gid, err)
+	}
+	return from, false, nil
 }
 
 // failedWhat names the statement whose failure rewindOrigin repairs.
@@ -101,7 +117,7 @@ func failedWhat(gid string) string {
 func (a *applier) rewindFailed(gid string, err error) error {
 	return &PermanentError{fmt.Errorf("after a failed %s, checking the target's origin %q: %w; it may be past transactions that were not applied, which would then be lost: "+
 		"compare pg_replication_origin_progress(%s, false) on the target with the last transaction applied (%s), move it back with pg_replication_origin_advance if needed, then restart",
-		failedWhat(gid), a.sess.origin, err, twophase.QuoteGID(a.sess.origin), a.applied)}
+		failedWhat(gid), a.sess.originName(), err, twophase.QuoteGID(a.sess.originName()), a.applied)}
 }
 
 // waitOriginFree sets the origin up on conn, waiting for the session that

@@ -41,7 +41,7 @@ func Run(ctx context.Context, c Config) error {
 		var nt *newTablesError
 		if errors.As(err, &nt) {
 			// Not a failure: the next session copies them (refresh.go).
-			log.Info().Str("tables", relNames(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			log.Info().Str("relations", logRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
@@ -58,7 +58,7 @@ func Run(ctx context.Context, c Config) error {
 		if cfg.retryUngrouped(err, &te) { // errors.go
 			// Apply what came before the failed transaction one by one,
 			// so that the error stops exactly at it (see group.go).
-			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group; retrying without grouping up to it")
+			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group or on a value; retrying without grouping up to it")
 			cfg.noGroupThrough = te.CommitLSN
 			continue
 		}
@@ -265,6 +265,11 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier.watch = watch
+	if cfg.DDL {
+		if s.applier.ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+			return err
+		}
+	}
 	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
@@ -288,6 +293,7 @@ func (s *session) connect(ctx context.Context) error {
 		Streaming:    cfg.Streaming,
 		TwoPhase:     cfg.TwoPhase,
 		Origin:       cfg.Origin,
+		Messages:     cfg.DDL,
 	})
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/internal/secret/secrettest"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/migrations"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/testenv"
@@ -179,15 +180,16 @@ func TestAwkwardPasswordsNeverPrinted(t *testing.T) {
 					wg.Go(func() {
 						sem <- struct{}{}
 						defer func() { <-sem }()
-						out := &secLog{}
+						out := &testutil.LogBuffer{}
 						p := secStart(t, bin, os.Environ(), out, cmd.args(ac.conn, good, spill)...)
 						// run retries a refused connection: its first
 						// report is enough.
 						deadline := time.Now().Add(time.Minute)
-						for !p.exited() && !strings.Contains(out.String(), "transient error") && time.Now().Before(deadline) {
+						running := func() bool { exited, _ := p.Exited(); return !exited }
+						for running() && !strings.Contains(out.String(), "transient error") && time.Now().Before(deadline) {
 							time.Sleep(5 * time.Millisecond)
 						}
-						p.kill()
+						p.Kill()
 						checkAwkward(t, cmd.name, ac, out.String())
 					})
 				}
@@ -197,7 +199,7 @@ func TestAwkwardPasswordsNeverPrinted(t *testing.T) {
 		t.Run("library", func(t *testing.T) {
 			for _, ac := range awkwardCases(t, c, dead, -1) {
 				for _, side := range []string{"source", "target"} {
-					log := &secLog{}
+					log := &testutil.LogBuffer{}
 					cfg := apply.Config{Source: good, Target: good, Slot: "awk", Publications: []string{"awk"},
 						SpillDir: spill, Logger: zerolog.New(log).Level(zerolog.TraceLevel)}
 					if side == "source" {
@@ -224,7 +226,7 @@ func TestAwkwardPasswordsNeverPrinted(t *testing.T) {
 
 // runUntilReport runs the applier until it stops with an error, or has
 // logged its first transient one (it would retry that forever).
-func runUntilReport(cfg apply.Config, log *secLog) error {
+func runUntilReport(cfg apply.Config, log *testutil.LogBuffer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

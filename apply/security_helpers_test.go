@@ -1,17 +1,16 @@
 package apply_test
 
 import (
-	"bytes"
 	"context"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -26,27 +25,9 @@ func secHarness(t *testing.T, source, target testenv.Options) *harness {
 	return &harness{t: t, pair: &testenv.Pair{Source: src, Target: dst}, ctx: context.Background()}
 }
 
-// secLog is a log sink the test can read back whole.
-type secLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *secLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *secLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // secConfig is h.config with a spill directory of the test's own and, if
 // log is not nil, every log line at every level kept in log too.
-func (h *harness) secConfig(slot, pub string, log *secLog) apply.Config {
+func (h *harness) secConfig(slot, pub string, log *testutil.LogBuffer) apply.Config {
 	cfg := h.config(slot, pub)
 	cfg.SpillDir = filepath.Join(h.t.TempDir(), "spill")
 	if log != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 		h.source(role, `CREATE TABLE t (id int PRIMARY KEY)`, `CREATE TABLE gone (id int PRIMARY KEY)`, `CREATE PUBLICATION pub FOR TABLE t, gone`)
 		h.target(role, `CREATE TABLE t (id int PRIMARY KEY)`)
 		h.createSlot("pw")
-		log := &secLog{}
+		log := &testutil.LogBuffer{}
 		var errs []string
 		next := 0
 		// replicate runs the applier with cfg until one more row arrives.
@@ -156,7 +157,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 		// The same through the walapply binary, its stdout and stderr.
 		h.target(`CREATE TABLE gone (id int PRIMARY KEY)`)
 		bin := walapplyBinary(t)
-		out := &secLog{}
+		out := &testutil.LogBuffer{}
 		spill := filepath.Join(t.TempDir(), "spill")
 		args := func(source, target string) []string {
 			a := []string{"run"}
@@ -216,68 +217,44 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	})
 }
 
-// secProc is a walapply process.
-type secProc struct {
-	cmd  *exec.Cmd
-	done chan error
-}
+// secProc is a walapply process, killed when the test ends.
+type secProc struct{ *testutil.Process }
 
-func secStart(t *testing.T, bin string, env []string, out *secLog, args ...string) *secProc {
+func secStart(t *testing.T, bin string, env []string, out *testutil.LogBuffer, args ...string) *secProc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	p, err := testutil.StartProcess(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &secProc{cmd: cmd, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(p.kill)
-	return p
+	t.Cleanup(p.Kill)
+	return &secProc{p}
 }
 
 // wait waits for the process to exit by itself.
 func (p *secProc) wait(t *testing.T) error {
 	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(time.Minute):
+	exited, err := p.Wait(time.Minute)
+	if !exited {
 		t.Fatal("walapply did not exit by itself within a minute (retrying a permanent error?)")
-		return nil
 	}
+	return err
 }
 
 // term stops the process with SIGTERM and checks its clean exit.
 func (p *secProc) term(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	if err := p.wait(t); err != nil {
 		t.Errorf("walapply exited with %v after SIGTERM", err)
 	}
 }
 
-// exited reports whether the process has exited.
-func (p *secProc) exited() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *secProc) kill() {
-	_ = p.cmd.Process.Kill()
-	err := <-p.done
-	p.done <- err
-}
-
 // secWaitCount waits until log holds n occurrences of frag; a minute
 // without them is a hang, not slowness.
-func secWaitCount(t *testing.T, log *secLog, frag string, n int) {
+func secWaitCount(t *testing.T, log *testutil.LogBuffer, frag string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for strings.Count(log.String(), frag) < n {

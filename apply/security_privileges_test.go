@@ -53,22 +53,6 @@ func revokeOf(grant string) string {
 	return s[:i] + " FROM " + s[i+len(" TO "):]
 }
 
-// execIn runs statements in database db of c as superuser.
-func execIn(t *testing.T, c *testenv.Cluster, db string, sqls ...string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.ConnString(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, s := range sqls {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // rowsIn returns a query's rows as sorted text from database db of c.
 func rowsIn(t *testing.T, c *testenv.Cluster, db, query string) []string {
 	t.Helper()
@@ -126,9 +110,9 @@ func TestLeastPrivileges(t *testing.T) {
 		h.target(doc["target-role"]...)
 		h.target(`ALTER ROLE walapply_target PASSWORD ` + secLiteral(privPW))
 		for _, db := range []string{"postgres", "appdb2"} {
-			execIn(t, dst, db, append([]string{`CREATE SCHEMA shop`}, strings.Split(shopTables, ";")...)...)
+			testenv.MustExec(t, dst, db, append([]string{`CREATE SCHEMA shop`}, strings.Split(shopTables, ";")...)...)
 			// An ordinary trigger must not fire on a replica.
-			execIn(t, dst, db, `CREATE FUNCTION shop.boom() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'an ordinary trigger fired'; END$$`,
+			testenv.MustExec(t, dst, db, `CREATE FUNCTION shop.boom() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'an ordinary trigger fired'; END$$`,
 				`CREATE TRIGGER boom BEFORE INSERT OR UPDATE OR DELETE ON shop.items FOR EACH ROW EXECUTE FUNCTION shop.boom()`)
 		}
 		subst := func(sqls []string, db string) []string {
@@ -138,11 +122,11 @@ func TestLeastPrivileges(t *testing.T) {
 			}
 			return out
 		}
-		execIn(t, dst, "postgres", subst(doc["target-schema-create"], "postgres")...)
-		execIn(t, dst, "postgres", doc["target-grants"]...)
-		execIn(t, dst, "appdb2", doc["target-schema-precreated"]...)
-		execIn(t, dst, "appdb2", doc["target-grants"]...)
-		execIn(t, dst, "appdb2", doc["target-grants-two-phase"]...)
+		testenv.MustExec(t, dst, "postgres", subst(doc["target-schema-create"], "postgres")...)
+		testenv.MustExec(t, dst, "postgres", doc["target-grants"]...)
+		testenv.MustExec(t, dst, "appdb2", doc["target-schema-precreated"]...)
+		testenv.MustExec(t, dst, "appdb2", doc["target-grants"]...)
+		testenv.MustExec(t, dst, "appdb2", doc["target-grants-two-phase"]...)
 		if got := h.rows(dst, `SELECT rolsuper::text || rolcreatedb::text || rolcreaterole::text || rolbypassrls::text || rolreplication::text FROM pg_roles WHERE rolname = 'walapply_target'`); got[0] != "falsefalsefalsefalsefalse" {
 			t.Fatalf("walapply_target has role attributes: %v", got)
 		}
@@ -173,7 +157,7 @@ func TestLeastPrivileges(t *testing.T) {
 		// first run that gets past it creates the schema for good.
 		needed := append(subst(doc["target-schema-create"], "postgres"), doc["target-grants"]...)
 		for _, grant := range needed {
-			execIn(t, dst, "postgres", revokeOf(grant))
+			testenv.MustExec(t, dst, "postgres", revokeOf(grant))
 			err := secRun(t, cfg)
 			target, source := privilegeStatements(t, err)
 			if want := listedAs(grant); !slices.Equal(target, want) || len(source) > 0 {
@@ -185,7 +169,7 @@ func TestLeastPrivileges(t *testing.T) {
 			if got := h.secOrigin("priv"); got != "none" {
 				t.Fatalf("without %q: the origin was created (%s)", grant, got)
 			}
-			execIn(t, dst, "postgres", grant)
+			testenv.MustExec(t, dst, "postgres", grant)
 		}
 		// The source role needs REPLICATION.
 		h.source(`ALTER ROLE walapply_source NOREPLICATION`)
@@ -214,7 +198,7 @@ func TestLeastPrivileges(t *testing.T) {
 
 		// SELECT alone: an UPDATE reads the columns that locate its row,
 		// and the start names SELECT.
-		execIn(t, dst, "postgres", `REVOKE SELECT ON ALL TABLES IN SCHEMA shop FROM walapply_target`)
+		testenv.MustExec(t, dst, "postgres", `REVOKE SELECT ON ALL TABLES IN SCHEMA shop FROM walapply_target`)
 		h.source(`UPDATE shop.items SET price = 0 WHERE id = 1`)
 		before := h.secOrigin("priv")
 		target, _ := privilegeStatements(t, secRun(t, cfg))
@@ -224,7 +208,7 @@ func TestLeastPrivileges(t *testing.T) {
 		if after := h.secOrigin("priv"); after != before {
 			t.Errorf("origin moved from %s to %s past a failed start", before, after)
 		}
-		execIn(t, dst, "postgres", `GRANT SELECT ON ALL TABLES IN SCHEMA shop TO walapply_target`)
+		testenv.MustExec(t, dst, "postgres", `GRANT SELECT ON ALL TABLES IN SCHEMA shop TO walapply_target`)
 		stop = h.runApplier(cfg)
 		h.waitCaughtUp("priv", time.Minute)
 		if err := stop(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -122,7 +123,7 @@ func TestTimelineChangeFollowed(t *testing.T) {
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(3)")
 
 		// Told, it starts, and says loudly what it overrides.
-		log := &secLog{}
+		log := &testutil.LogBuffer{}
 		cfg = h.secConfig("tl", "pub", log)
 		cfg.AllowTimelineChange = true
 		stop = h.runApplier(cfg)

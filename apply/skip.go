@@ -171,8 +171,7 @@ func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	if key == nil {
 		a.params[2] = nil
 	}
-	a.sess.batch.ExecParams(b.String(), a.params, recordOIDs, a.formats, nil)
-	a.sess.queued = append(a.sess.queued, queuedStmt{op: opOrigin, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.sess.firstLSN})
+	a.sess.queueExec(queuedStmt{op: opOrigin, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.queue.firstLSN}, b.String(), a.params, recordOIDs, a.formats)
 }
 
 // skipHint fills in a failed transaction's error what --skip-lsn did.

@@ -9,15 +9,16 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/testenv"
 )
 
 // skipConfig is cfg with --skip-lsn lsn and a log of its own.
-func (h *harness) skipConfig(cfg apply.Config, lsn protocol.LSN) (apply.Config, *logBuffer) {
+func (h *harness) skipConfig(cfg apply.Config, lsn protocol.LSN) (apply.Config, *testutil.LogBuffer) {
 	cfg.SkipLSN = lsn
-	logs := &logBuffer{}
+	logs := &testutil.LogBuffer{}
 	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(h.t), logs)).Level(zerolog.InfoLevel)
 	return cfg, logs
 }
@@ -105,7 +106,7 @@ func TestSkipLSNStrict(t *testing.T) {
 		h.source(`INSERT INTO t VALUES (10)`)
 		cfg, logs := h.skipConfig(base, te.CommitLSN)
 		te3 := txnError(t, runUntilError(t, cfg))
-		if n := logs.count("--skip-lsn "+te.CommitLSN.String()+" was already used at", "(transaction xid "+xid+" skipped); ignoring it", "remove it from the flags/environment"); n != 1 {
+		if n := logs.Count("--skip-lsn "+te.CommitLSN.String()+" was already used at", "(transaction xid "+xid+" skipped); ignoring it", "remove it from the flags/environment"); n != 1 {
 			t.Errorf("%d warnings that the skip was used", n)
 		}
 		if !te3.SkipSpent || !strings.Contains(te3.Error(), "give --skip-lsn "+te3.CommitLSN.String()) {
@@ -128,7 +129,7 @@ func TestSkipLSNStrict(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(4)", "(10)", "(11)")
-		if n := logs.count("--skip-lsn passed without a match", between.String()); n != 1 {
+		if n := logs.Count("--skip-lsn passed without a match", between.String()); n != 1 {
 			t.Errorf("%d warnings that the skip LSN was passed", n)
 		}
 		recs := h.skipRecords()
@@ -142,7 +143,7 @@ func TestSkipLSNStrict(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		if n := logs.count("--skip-lsn "+between.String()+" was passed without a match", "ignoring it"); n != 1 {
+		if n := logs.Count("--skip-lsn "+between.String()+" was passed without a match", "ignoring it"); n != 1 {
 			t.Errorf("%d warnings that the passed skip LSN is ignored", n)
 		}
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(4)", "(10)", "(11)", "(12)")
@@ -217,7 +218,7 @@ func TestSkipLSNStreamedAndPrepared(t *testing.T) {
 				if err := stop(); err != nil {
 					t.Fatal(err)
 				}
-				if n := logs.count("--skip-lsn "+te.CommitLSN.String()+" was already used at", "ignoring it"); n != 1 {
+				if n := logs.Count("--skip-lsn "+te.CommitLSN.String()+" was already used at", "ignoring it"); n != 1 {
 					t.Errorf("%d warnings that the skip was used", n)
 				}
 				h.expect(tableRows("t", "id, pad"), "(5,target)", "(5001,source)")

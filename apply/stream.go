@@ -153,10 +153,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	// the run loop sends no feedback meanwhile: the replay sends the
 	// positions the loop last confirmed (safe: nothing of the transaction
 	// is in them, and they are recorded, identity.go).
-	st.keepalive = func(ctx context.Context) error {
-		w, f, a := s.keeper.last()
-		return s.keeper.use(func(rs *protocol.ReplStream) error { return rs.SendStatus(ctx, w, f, a, false) })
-	}
+	st.keepalive = func(ctx context.Context) error { return s.keeper.resendStatus(ctx) } // s.keeper is set later
 	st.keepaliveEvery = cfg.FeedbackInterval
 	s.applier.stream = st
 	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")

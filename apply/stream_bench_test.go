@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -60,15 +61,15 @@ func BenchmarkStreamedBig(b *testing.B) {
 	pair := testenv.NewPair(b, testenv.PairOptions{Version: version, SourceSettings: settings, TargetSettings: settings})
 	src, tgt := pair.Source, pair.Target
 	const table = `CREATE TABLE big (id bigint PRIMARY KEY, payload text)`
-	mustExec(b, src, "postgres", table, `CREATE PUBLICATION pub FOR TABLE big`)
-	mustExec(b, tgt, "postgres", table)
+	testenv.MustExec(b, src, "postgres", table, `CREATE PUBLICATION pub FOR TABLE big`)
+	testenv.MustExec(b, tgt, "postgres", table)
 	if err := tgt.CreateDatabase(ctx, "sub"); err != nil {
 		b.Fatal(err)
 	}
-	mustExec(b, tgt, "sub", table)
+	testenv.MustExec(b, tgt, "sub", table)
 	insert := fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, %d) g`, rows)
 	dataBytes := rows * (8 + 256)
-	bin := buildWalapply(b)
+	bin := walapplyBinary(b)
 	rounds := 1
 	if s := os.Getenv("WALAPPLY_BENCH_ROUNDS"); s != "" {
 		if rounds, err = strconv.Atoi(s); err != nil || rounds <= 0 {
@@ -113,8 +114,8 @@ type benchResult struct {
 
 // benchWalapply runs the transaction with a walapply process consuming it.
 func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert string, rows int) benchResult {
-	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('wal', 'pgoutput')`)
-	mustExec(b, tgt, "postgres", `TRUNCATE big`)
+	testenv.MustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('wal', 'pgoutput')`)
+	testenv.MustExec(b, tgt, "postgres", `TRUNCATE big`)
 	spill := filepath.Join(b.TempDir(), "spill")
 	logPath := filepath.Join(b.TempDir(), "walapply.log")
 	logf, err := os.Create(logPath)
@@ -125,10 +126,11 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	cmd := exec.Command(bin, "run", "--source", src.ConnString("postgres"), "--target", tgt.ConnString("postgres"),
 		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", benchStreaming(), "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	proc, err := testutil.StartProcess(cmd)
+	if err != nil {
 		b.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	defer proc.Kill()
 	waitSlotActive(b, src, "wal", true)
 	stopSpill := make(chan struct{})
 	spillPeak := make(chan int64, 1)
@@ -138,17 +140,17 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 		return lsnAfter(b, conn, "SELECT pg_replication_origin_progress('walapply_wal', false)", before)
 	}, tgt, "postgres")
 	close(stopSpill)
-	r.hwm = vmHWM(cmd.Process.Pid)
+	r.hwm = vmHWM(proc.Pid())
 	if c, err := tgt.Connect(context.Background(), "postgres"); err == nil {
 		var pid int
 		_ = c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply'`).Scan(&pid)
 		r.backendCPU = procCPU(pid)
 		c.Close(context.Background())
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	_ = proc.Signal(syscall.SIGTERM)
+	if exited, err := proc.Wait(time.Minute); !exited || err != nil {
 		log, _ := os.ReadFile(logPath)
-		b.Fatalf("walapply: %v\n%s", err, tail(log, 4000))
+		b.Fatalf("walapply (exited: %v): %v\n%s", exited, err, tail(log, 4000))
 	}
 	r.maxrss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
 	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
@@ -166,7 +168,7 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 		}
 	}
 	checkCount(b, tgt, "postgres", rows)
-	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('wal')`, `TRUNCATE big`)
+	testenv.MustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('wal')`, `TRUNCATE big`)
 	return r
 }
 
@@ -174,8 +176,8 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 // (streaming = on) consuming it.
 func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, rows int) benchResult {
 	ctx := context.Background()
-	mustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
-	mustExec(b, tgt, "sub", `TRUNCATE big`, fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
+	testenv.MustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
+	testenv.MustExec(b, tgt, "sub", `TRUNCATE big`, fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
 		WITH (streaming = %s, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres"), benchStreaming()))
 	waitSlotActive(b, src, "sub", true)
 	var r benchResult
@@ -190,34 +192,10 @@ func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, row
 		c.Close(ctx)
 	}
 	checkCount(b, tgt, "sub", rows)
-	mustExec(b, tgt, "sub", `ALTER SUBSCRIPTION sub DISABLE`, `ALTER SUBSCRIPTION sub SET (slot_name = NONE)`, `DROP SUBSCRIPTION sub`)
+	testenv.MustExec(b, tgt, "sub", `ALTER SUBSCRIPTION sub DISABLE`, `ALTER SUBSCRIPTION sub SET (slot_name = NONE)`, `DROP SUBSCRIPTION sub`)
 	waitSlotActive(b, src, "sub", false) // the worker's walsender exits after a moment
-	mustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('sub')`, `TRUNCATE big`)
+	testenv.MustExec(b, src, "postgres", `SELECT pg_drop_replication_slot('sub')`, `TRUNCATE big`)
 	return r
-}
-
-func mustExec(tb testing.TB, c *testenv.Cluster, db string, sqls ...string) {
-	tb.Helper()
-	ctx := context.Background()
-	conn, err := c.Connect(ctx, db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, s := range sqls {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			tb.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
-func buildWalapply(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "walapply")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/walapply/walapply/cmd/walapply").CombinedOutput(); err != nil {
-		tb.Fatalf("building walapply: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // waitSlotActive waits until the slot is (or, with active false, is no

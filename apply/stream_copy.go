@@ -39,14 +39,16 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		c.buf = append(c.buf, copyBinaryHeader...)
 	}
 	c.encode(&first.New)
-	_, err = a.sess.pg.CopyFrom(ctx, c, sql)
+	err = a.sess.copyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
 	a.Stats.CopiedRows.Add(c.rows)
 	if c.err != nil { // reading the spill file failed; COPY was aborted
 		return true, a.fail(ctx, c.err)
 	}
 	if err != nil {
-		return true, a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpCopy, Err: err})
+		// Named as a queued COPY's failure is: the column, and a retry
+		// that checks the value (valuecheck.go).
+		return true, a.failQueued(ctx, &queuedStmt{op: opCopy, rel: e, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.txn.finalLSN}, err)
 	}
 	return true, nil
 }

@@ -1,17 +1,17 @@
 package apply_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
+	"github.com/walapply/walapply/testenv"
 )
 
 // streamSettings makes the source stream every transaction it can: at 64kB
@@ -24,52 +24,13 @@ func streamSettings(version int) map[string]string {
 	return s
 }
 
-// logBuffer keeps the applier's log for assertions, as well as writing it
-// to the test log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// count returns how many log lines contain every fragment.
-func (l *logBuffer) count(frags ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		ok := true
-		for _, f := range frags {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok && line != "" {
-			n++
-		}
-	}
-	return n
-}
-
 // waitLog waits until a log line contains every fragment and returns it.
-func (h *harness) waitLog(l *logBuffer, timeout time.Duration, frags ...string) string {
+func (h *harness) waitLog(l *testutil.LogBuffer, timeout time.Duration, frags ...string) string {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		l.mu.Lock()
-		text := l.b.String()
-		l.mu.Unlock()
-		for _, line := range strings.Split(text, "\n") {
-			ok := line != ""
-			for _, f := range frags {
-				ok = ok && strings.Contains(line, f)
-			}
-			if ok {
-				return line
-			}
+		if line, ok := l.Line(frags...); ok {
+			return line
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("no log line with %q within %s", frags, timeout)
@@ -83,12 +44,12 @@ func (h *harness) waitLog(l *logBuffer, timeout time.Duration, frags ...string) 
 }
 
 // waitCount waits until at least n log lines contain every fragment.
-func (h *harness) waitCount(l *logBuffer, n int, timeout time.Duration, frags ...string) {
+func (h *harness) waitCount(l *testutil.LogBuffer, n int, timeout time.Duration, frags ...string) {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
-	for l.count(frags...) < n {
+	for l.Count(frags...) < n {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%d log lines with %q within %s, want %d", l.count(frags...), frags, timeout, n)
+			h.t.Fatalf("%d log lines with %q within %s, want %d", l.Count(frags...), frags, timeout, n)
 		}
 		select {
 		case err := <-h.applierDone:
@@ -100,11 +61,11 @@ func (h *harness) waitCount(l *logBuffer, n int, timeout time.Duration, frags ..
 
 // streamConfig is h.config with streaming in mode, a spill directory of the
 // test's own and the log kept.
-func (h *harness) streamConfig(slot, mode string, pubs ...string) (apply.Config, *logBuffer) {
+func (h *harness) streamConfig(slot, mode string, pubs ...string) (apply.Config, *testutil.LogBuffer) {
 	cfg := h.config(slot, pubs...)
 	cfg.Streaming = mode
 	cfg.SpillDir = filepath.Join(h.t.TempDir(), "spill")
-	logs := &logBuffer{}
+	logs := &testutil.LogBuffer{}
 	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(h.t), logs)).Level(zerolog.DebugLevel)
 	return cfg, logs
 }
@@ -127,11 +88,7 @@ func (h *harness) conn(source bool) *pgx.Conn {
 // run executes statements on conn.
 func (h *harness) run(conn *pgx.Conn, sqls ...string) {
 	h.t.Helper()
-	for _, s := range sqls {
-		if _, err := conn.Exec(h.ctx, s); err != nil {
-			h.t.Fatalf("executing %q: %v", s, err)
-		}
-	}
+	testenv.MustExecConn(h.t, h.ctx, conn, sqls...)
 }
 
 // scalar returns the single text value a query returns on a cluster.

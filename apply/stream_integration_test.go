@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -110,9 +111,9 @@ func streamInterleaved(h *harness) {
 // RELEASE, and changes after a rollback; every step is large enough to be
 // streamed before it is rolled back, so the source sends Stream Aborts for
 // subtransactions.
-func streamSavepoints(h *harness, logs *logBuffer) {
+func streamSavepoints(h *harness, logs *testutil.LogBuffer) {
 	h.t.Helper()
-	before := logs.count("subtransaction of a streamed transaction aborted")
+	before := logs.Count("subtransaction of a streamed transaction aborted")
 	c := h.conn(true)
 	h.run(c, "BEGIN",
 		rowsSQL("sp", 1, 1000, "top"),                 // kept
@@ -140,14 +141,14 @@ func streamSavepoints(h *harness, logs *logBuffer) {
 	}
 	h.expect(`SELECT count(*)::text FROM sp WHERE id BETWEEN 2001 AND 3000 OR id BETWEEN 5001 AND 10000 OR id BETWEEN 1501 AND 2000`, "0")
 	h.expect(`SELECT count(*)::text FROM sp WHERE v = 'updated in d'`, "1000")
-	if n := logs.count("subtransaction of a streamed transaction aborted") - before; n < 4 {
+	if n := logs.Count("subtransaction of a streamed transaction aborted") - before; n < 4 {
 		h.t.Errorf("%d subtransaction aborts of streamed transactions, want at least 4: the rollbacks were not streamed", n)
 	}
 }
 
 // streamAborts: a streamed transaction that aborts while another commits,
 // and one that aborts after one of its savepoints was rolled back.
-func streamAborts(h *harness, logs *logBuffer) {
+func streamAborts(h *harness, logs *testutil.LogBuffer) {
 	h.t.Helper()
 	before := topAborts(logs)
 	c1, c2 := h.conn(true), h.conn(true)
@@ -175,9 +176,9 @@ func streamAborts(h *harness, logs *logBuffer) {
 
 // topAborts counts the aborts of streamed transactions in the log, spilled
 // (the file removed) or applied as they streamed (rolled back).
-func topAborts(logs *logBuffer) int {
-	return logs.count("streamed transaction aborted; its spill file is removed") +
-		logs.count("streamed transaction aborted; rolled back on its parallel connection")
+func topAborts(logs *testutil.LogBuffer) int {
+	return logs.Count("streamed transaction aborted; its spill file is removed") +
+		logs.Count("streamed transaction aborted; rolled back on its parallel connection")
 }
 
 // streamExtraColumns: the target table has other columns (defaults, a

@@ -22,9 +22,7 @@ import (
 // test needs.
 func TestStreamedKill(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("-short: streams 200k rows and kills the applier")
-	}
+	testenv.SkipShort(t)
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"}, nil)
 		h.both(`CREATE TABLE big (id int PRIMARY KEY, v text)`)

@@ -101,7 +101,7 @@ func TestParallelCrashAfterCommit(t *testing.T) {
 		if crashed.Load() < 2 {
 			t.Fatalf("the hook ran %d times, want 2", crashed.Load())
 		}
-		if n := logs.count("the applier's origin follows a streamed transaction committed on a parallel connection"); n != 1 {
+		if n := logs.Count("the applier's origin follows a streamed transaction committed on a parallel connection"); n != 1 {
 			t.Errorf("%d repairs of the applier's origin logged, want 1", n)
 		}
 		h.expect(`SELECT count(*)::text || ' ' || count(DISTINCT id)::text FROM c`, "6000 6000")

@@ -41,10 +41,10 @@ func TestParallelLockWait(t *testing.T) {
 		}
 		h.compare(tableRows("d", ""))
 		h.compare(tableRows("fill", ""))
-		if logs.count("cannot be applied as it streams") != 1 {
+		if logs.Count("cannot be applied as it streams") != 1 {
 			t.Error("the streamed transaction did not fall back to the spill path")
 		}
-		if logs.count("replayed a streamed transaction") != 1 {
+		if logs.Count("replayed a streamed transaction") != 1 {
 			t.Error("the streamed transaction was not replayed from its spill file")
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -22,8 +23,8 @@ func parallelHarness(t *testing.T, version int, settings map[string]string) *har
 
 // parallelApplied counts the streamed transactions the log says were
 // applied as they streamed.
-func parallelApplied(logs *logBuffer) int {
-	return logs.count("applied a streamed transaction as it streamed")
+func parallelApplied(logs *testutil.LogBuffer) int {
+	return logs.Count("applied a streamed transaction as it streamed")
 }
 
 // TestParallelStreamed runs issue 4's streamed scenarios with --streaming
@@ -70,7 +71,7 @@ func TestParallelStreamed(t *testing.T) {
 		if n := parallelApplied(logs); n < 7 {
 			t.Errorf("%d streamed transactions applied as they streamed, want at least 7", n)
 		}
-		if n := logs.count("replayed a streamed transaction"); n != 0 {
+		if n := logs.Count("replayed a streamed transaction"); n != 0 {
 			t.Errorf("%d streamed transactions replayed from spill files, want 0", n)
 		}
 		if files := spillFiles(t, cfg.SpillDir); len(files) != 0 {
@@ -107,10 +108,10 @@ func TestParallelUniqueConflict(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "u") || !strings.Contains(err.Error(), "duplicate key") {
 			t.Fatalf("applier stopped with %v, want the duplicate key on u", err)
 		}
-		if logs.count("cannot be applied as it streams") < 1 {
+		if logs.Count("cannot be applied as it streams") < 1 {
 			t.Error("no fallback to the spill path logged")
 		}
-		if logs.count("replayed a streamed transaction") != 0 {
+		if logs.Count("replayed a streamed transaction") != 0 {
 			t.Error("the transaction was replayed to its commit")
 		}
 		h.expect(`SELECT count(*)::text FROM u`, "1")
@@ -163,7 +164,7 @@ func TestParallelTwoPhase(t *testing.T) {
 		}
 		h.expect("SELECT count(*)::text FROM t", strconv.Itoa(3000-5+2000))
 		h.compare(tableRows("t", "id, length(pad)"))
-		if n := logs.count("prepared on its parallel connection"); n != 3 {
+		if n := logs.Count("prepared on its parallel connection"); n != 3 {
 			t.Errorf("%d transactions prepared on a parallel connection, want 3", n)
 		}
 

@@ -35,6 +35,7 @@ type parallelWorker struct {
 	id     int
 	origin string
 	conn   *pgx.Conn
+	ts     *targetSession // the applier's target
 	pid    uint32
 	a      *applier
 	dec    *protocol.Decoder
@@ -111,7 +112,7 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 	// The machine stays "inside a transaction", for changeNet.
 	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
-	w := &parallelWorker{id: id, origin: origin, conn: conn, pid: conn.PgConn().PID(), a: wa, dec: dec,
+	w := &parallelWorker{id: id, origin: origin, conn: conn, ts: sess, pid: conn.PgConn().PID(), a: wa, dec: dec,
 		jobs: make(chan pjob, workerQueue), done: make(chan struct{})}
 	go w.run(context.WithoutCancel(ctx))
 	return w, nil
@@ -213,7 +214,7 @@ func (w *parallelWorker) run(ctx context.Context) {
 		err := w.do(ctx, j)
 		if err != nil && !w.failed.Load() {
 			w.fail(err)
-			w.a.sess.reset()
+			w.ts.reset()
 		}
 		if j.reply != nil {
 			if err == nil && w.failed.Load() {
@@ -245,7 +246,7 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		// The commit LSN is known only at Stream Commit; until then 1, a
 		// position no transaction has, which lets changeNet compact.
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
-		a.sess.txnXid, a.sess.txnLSN = j.xid, 0
+		a.queue.txnXid, a.queue.txnLSN = j.xid, 0
 		a.net = newCompactor()
 		a.sess.begin()
 		return nil
@@ -283,7 +284,7 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 
 // finish frees the worker after its transaction ended, with err.
 func (w *parallelWorker) finish(ctx context.Context, err error) error {
-	if err != nil && !w.a.sess.pg.IsClosed() {
+	if err != nil && !w.a.sess.lost() {
 		_ = w.a.sess.rollback(ctx)
 	}
 	w.mu.Lock()
@@ -342,7 +343,7 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	a := w.a
 	a.applied = j.applied // the position a rewind goes back to
-	a.txn.finalLSN, a.sess.txnLSN = j.lsn, j.lsn
+	a.txn.finalLSN, a.queue.txnLSN = j.lsn, j.lsn
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
@@ -353,7 +354,7 @@ func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 		if failed, err := a.sess.flush(ctx); err != nil {
 			return a.failStmt(ctx, failed, err)
 		}
-		a.sess.done = a.sess.done[:0]
+		a.queue.done = a.queue.done[:0]
 		return nil
 	}
 	a.tp.gid = j.gid
@@ -368,6 +369,6 @@ func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	if failed, err := a.sess.flush(ctx); err != nil {
 		return a.failPrepare(ctx, failed, err)
 	}
-	a.sess.done = a.sess.done[:0]
+	a.queue.done = a.queue.done[:0]
 	return nil
 }

@@ -28,7 +28,7 @@ func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 		if err := a.dropSpilled(m.Xid); err != nil {
 			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction skipped by --skip-lsn")
 		}
-		a.sess.txnXid, a.sess.txnLSN = m.Xid, m.CommitLSN
+		a.queue.txnXid, a.queue.txnLSN = m.Xid, m.CommitLSN
 		a.sess.begin()
 		a.recordUserSkip()
 		return a.commit(ctx, m.EndLSN, m.CommitTime)
@@ -84,7 +84,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 	}
 	defer r.Close()
 	p := &replayer{r: r, dec: st.dec, xid: xid, path: path, a: a, ctx: ctx, lastKeepalive: time.Now()}
-	a.sess.txnXid, a.sess.txnLSN = xid, a.txn.finalLSN // as a Begin does
+	a.queue.txnXid, a.queue.txnLSN = xid, a.txn.finalLSN // as a Begin does
 	a.sess.begin()
 	var runRel uint32 // the relation of a run of inserts, and its length
 	var run int
@@ -108,7 +108,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if ins.RelationID != runRel {
 				runRel, run = ins.RelationID, 0
 			}
-			if run++; run > copyMinRun {
+			if run++; run > copyMinRun && !a.checking() { // valuecheck.go: one by one
 				copied, err := a.copyInserts(ctx, p, ins)
 				if err != nil {
 					return err
@@ -130,14 +130,18 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if err := a.change(ctx, msg); err != nil {
 				return a.fail(ctx, err)
 			}
-			if a.sess.full() {
-				if failed, err := a.sess.flush(ctx); err != nil {
+			if a.sess.full() || a.checks(msg) {
+				if failed, err := a.flushChange(ctx, msg); err != nil {
 					return a.failStmt(ctx, failed, err)
 				}
 			}
+		case *protocol.LogicalMessage:
+			if err := a.ddlMessage(ctx, m); err != nil { // ddl_apply.go
+				return err
+			}
 		default:
-			// Origin and transactional logical messages: nothing to apply,
-			// as in an ordinary transaction.
+			// Origin messages: nothing to apply, as in an ordinary
+			// transaction.
 		}
 	}
 }

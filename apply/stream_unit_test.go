@@ -105,7 +105,7 @@ func feed(t *testing.T, a *applier, dec *protocol.Decoder, msgs ...[]byte) error
 			t.Fatalf("decoding %q: %v", raw, err)
 		}
 		a.stream.raw = raw
-		if _, err := a.Handle(context.Background(), msg); err != nil {
+		if _, _, err := a.Handle(context.Background(), msg); err != nil {
 			return err
 		}
 	}

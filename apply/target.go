@@ -65,27 +65,13 @@ type queuedStmt struct {
 // caller's buffers may be reused right away) and sends them in one round
 // trip when flushed.
 type targetSession struct {
-	conn   *pgx.Conn
-	pg     *pgconn.PgConn
-	batch  *pgconn.Batch
-	queued []queuedStmt
-	bytes  int
-	keys   []byte // rendered keys of queued UPDATE/DELETE statements
-	seq    int    // prepared statement names
+	stmtQueue // what the queued statements are for (applier_target.go)
 
-	xactSetup *pgconn.StatementDescription
-
-	// missing is called for an UPDATE or DELETE that found no row.
-	missing func(q *queuedStmt, n int, key string)
-	// conflicted is called for each key a self-recording statement
-	// returns (see queuedStmt.conflict).
-	conflicted func(q *queuedStmt, key string)
-
-	// txnXid and txnLSN name the source transaction whose statements are
-	// being queued, for messages about them.
-	txnXid   uint32
-	txnLSN   protocol.LSN
-	firstLSN protocol.LSN // of the target transaction's first source transaction
+	conn  *pgx.Conn
+	pg    *pgconn.PgConn
+	batch *pgconn.Batch
+	bytes int
+	seq   int // prepared statement names
 
 	origin string   // the replication origin set up on the session
 	flying inflight // the batch sent and not yet read
@@ -94,7 +80,6 @@ type targetSession struct {
 	// (target_copy.go); closed counts the queued statements they hold.
 	steps  []sendStep
 	closed int
-	done   []commitMark // commits confirmed by drain, for the applier
 
 	// unprepared are statements handed out by statementFor while a batch
 	// was in flight: batches parse them (unnamed) until the connection is
@@ -355,7 +340,7 @@ type batchOutcome struct {
 // noteResult checks one statement's result: the keys a self-recording
 // statement returned are passed on, the first error is kept in o, and an
 // UPDATE or DELETE that changed fewer rows than it should is reported.
-func (s *targetSession) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
+func (s *stmtQueue) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
 	if q.conflict != "" && s.conflicted != nil {
 		for _, k := range r.conflicts {
 			s.conflicted(q, k)

@@ -33,8 +33,8 @@ func TestTopologyBidirectional(t *testing.T) {
 		cs := topoClusters(t, version, 2)
 		a, b := cs[0], cs[1]
 		ab, ba := topoLink(t, a, b), topoLink(t, b, a)
-		topoExec(t, a, topoBidirSchema...)
-		topoExec(t, b, topoBidirSchema...)
+		testenv.MustExec(t, a, "postgres", topoBidirSchema...)
+		testenv.MustExec(t, b, "postgres", topoBidirSchema...)
 		ab.createSlot("a_to_b")
 		ba.createSlot("b_to_a")
 		ab.runApplier(topoConfig(ab, "a_to_b", "none", "pub"))
@@ -61,7 +61,7 @@ func TestTopologyBidirectional(t *testing.T) {
 		}
 
 		// A row written on A appears once on B, and is not sent back.
-		topoExec(t, a,
+		testenv.MustExec(t, a, "postgres",
 			`INSERT INTO items SELECT g, 'a', 0 FROM generate_series(1, 50) g`,
 			`INSERT INTO events SELECT 'a', g FROM generate_series(1, 50) g`)
 		for id := 1; id <= 50; id++ {
@@ -72,7 +72,7 @@ func TestTopologyBidirectional(t *testing.T) {
 		check("after inserts on A")
 
 		// And the other way round.
-		topoExec(t, b,
+		testenv.MustExec(t, b, "postgres",
 			`INSERT INTO items SELECT g, 'b', 0 FROM generate_series(101, 150) g`,
 			`INSERT INTO events SELECT 'b', g FROM generate_series(101, 150) g`)
 		for id := 101; id <= 150; id++ {
@@ -154,13 +154,13 @@ func TestTopologyBidirectionalLoopControl(t *testing.T) {
 		cs := topoClusters(t, version, 2)
 		a, b := cs[0], cs[1]
 		ab, ba := topoLink(t, a, b), topoLink(t, b, a)
-		topoExec(t, a, topoBidirSchema...)
-		topoExec(t, b, topoBidirSchema...)
+		testenv.MustExec(t, a, "postgres", topoBidirSchema...)
+		testenv.MustExec(t, b, "postgres", topoBidirSchema...)
 		ab.createSlot("a_to_b")
 		ba.createSlot("b_to_a")
 		stopAB := ab.runApplier(topoConfig(ab, "a_to_b", "any", "pub"))
 		stopBA := ba.runApplier(topoConfig(ba, "b_to_a", "", "pub")) // "" is any
-		topoExec(t, a, `INSERT INTO events VALUES ('a', 1)`)
+		testenv.MustExec(t, a, "postgres", `INSERT INTO events VALUES ('a', 1)`)
 		deadline := time.Now().Add(topoCatchUp)
 		for {
 			n := len(topoRows(t, a, `SELECT n::text FROM events WHERE made_on = 'a' AND n = 1`))

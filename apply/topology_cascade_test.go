@@ -32,10 +32,10 @@ func TestTopologyCascade(t *testing.T) {
 				c := testenv.NewCluster(t, testenv.Options{Version: version})
 				cs := []*testenv.Cluster{a, b, c}
 				for _, n := range cs {
-					topoExec(t, n, `CREATE TABLE items (id int PRIMARY KEY, made_on text NOT NULL, v int NOT NULL)`)
+					testenv.MustExec(t, n, "postgres", `CREATE TABLE items (id int PRIMARY KEY, made_on text NOT NULL, v int NOT NULL)`)
 				}
-				topoExec(t, a, `CREATE PUBLICATION pub FOR TABLE items`)
-				topoExec(t, b, `CREATE PUBLICATION pub FOR TABLE items`)
+				testenv.MustExec(t, a, "postgres", `CREATE PUBLICATION pub FOR TABLE items`)
+				testenv.MustExec(t, b, "postgres", `CREATE PUBLICATION pub FOR TABLE items`)
 				ab, bc := topoLink(t, a, b), topoLink(t, b, c)
 				ab.createSlot("a_to_b")
 				bc.createSlot("b_to_c")
@@ -48,10 +48,10 @@ func TestTopologyCascade(t *testing.T) {
 
 				// A's rows, then B's own, then an update of A's rows on A:
 				// the last transaction in B's WAL is one walapply applied.
-				topoExec(t, a, `INSERT INTO items SELECT g, 'a', 0 FROM generate_series(1, 40) g`)
+				testenv.MustExec(t, a, "postgres", `INSERT INTO items SELECT g, 'a', 0 FROM generate_series(1, 40) g`)
 				settle()
-				topoExec(t, b, `INSERT INTO items SELECT g, 'b', 0 FROM generate_series(101, 120) g`)
-				topoExec(t, a, `UPDATE items SET v = id * 2 WHERE id <= 10`)
+				testenv.MustExec(t, b, "postgres", `INSERT INTO items SELECT g, 'b', 0 FROM generate_series(101, 120) g`)
+				testenv.MustExec(t, a, "postgres", `UPDATE items SET v = id * 2 WHERE id <= 10`)
 				settle()
 
 				aRows := topoRowsText(topoRange(1, 40), "a", func(id int) int {
@@ -73,7 +73,7 @@ func TestTopologyCascade(t *testing.T) {
 
 				// B's own changes keep flowing after A's were filtered or
 				// forwarded, and the second hop's progress follows them.
-				topoExec(t, b, `UPDATE items SET v = 7 WHERE id = 101`)
+				testenv.MustExec(t, b, "postgres", `UPDATE items SET v = 7 WHERE id = 101`)
 				settle()
 				bRows[0] = fmt.Sprintf("(%d,b,%d)", 101, 7)
 				if second == "any" {
@@ -86,7 +86,7 @@ func TestTopologyCascade(t *testing.T) {
 				// A large transaction on A: applied on B in one
 				// transaction, streamed from B to C, where the origin
 				// filter applies to it like to any other.
-				topoExec(t, a, `INSERT INTO items SELECT g, 'a', 1 FROM generate_series(1001, 4000) g`)
+				testenv.MustExec(t, a, "postgres", `INSERT INTO items SELECT g, 'a', 1 FROM generate_series(1001, 4000) g`)
 				settle()
 				streamed := topoRows(t, b, `SELECT (stream_txns > 0)::text FROM pg_stat_replication_slots WHERE slot_name = 'b_to_c'`)
 				big := topoRowsText(topoRange(1001, 4000), "a", func(int) int { return 1 })

@@ -27,10 +27,10 @@ func TestTopologyFanIn(t *testing.T) {
 		orders := `CREATE TABLE orders (id int PRIMARY KEY, source text NOT NULL, amount numeric NOT NULL)`
 		customers := `CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL)`
 		shipments := `CREATE TABLE shipments (id int PRIMARY KEY, order_id int NOT NULL)`
-		topoExec(t, s1, orders, customers,
+		testenv.MustExec(t, s1, "postgres", orders, customers,
 			`CREATE PUBLICATION p_orders FOR TABLE orders`, `CREATE PUBLICATION p_customers FOR TABLE customers`)
-		topoExec(t, s2, orders, shipments, `CREATE PUBLICATION p_s2 FOR TABLE orders, shipments`)
-		topoExec(t, tgt, orders, customers, shipments)
+		testenv.MustExec(t, s2, "postgres", orders, shipments, `CREATE PUBLICATION p_s2 FOR TABLE orders, shipments`)
+		testenv.MustExec(t, tgt, "postgres", orders, customers, shipments)
 		l1, l2 := topoLink(t, s1, tgt), topoLink(t, s2, tgt)
 		l1.createSlot("from_s1")
 		l2.createSlot("from_s2")
@@ -151,10 +151,10 @@ func TestTopologyFanInPreparedSameGID(t *testing.T) {
 		s1, s2, tgt := cs[0], cs[1], cs[2]
 		orders := `CREATE TABLE orders (id int PRIMARY KEY, source text NOT NULL)`
 		for _, c := range cs {
-			topoExec(t, c, orders)
+			testenv.MustExec(t, c, "postgres", orders)
 		}
-		topoExec(t, s1, `CREATE PUBLICATION pub FOR TABLE orders`)
-		topoExec(t, s2, `CREATE PUBLICATION pub FOR TABLE orders`)
+		testenv.MustExec(t, s1, "postgres", `CREATE PUBLICATION pub FOR TABLE orders`)
+		testenv.MustExec(t, s2, "postgres", `CREATE PUBLICATION pub FOR TABLE orders`)
 		l1, l2 := topoLink(t, s1, tgt), topoLink(t, s2, tgt)
 		for _, l := range []struct {
 			h    *harness
@@ -167,8 +167,8 @@ func TestTopologyFanInPreparedSameGID(t *testing.T) {
 		}
 		settle := func() { t.Helper(); topoSettle(topoSlot{l1, "from_s1"}, topoSlot{l2, "from_s2"}) }
 
-		topoExec(t, s1, `BEGIN`, `INSERT INTO orders VALUES (1, 's1'), (2, 's1')`, `PREPARE TRANSACTION 'same_gid'`)
-		topoExec(t, s2, `BEGIN`, `INSERT INTO orders VALUES (1001, 's2')`, `PREPARE TRANSACTION 'same_gid'`)
+		testenv.MustExec(t, s1, "postgres", `BEGIN`, `INSERT INTO orders VALUES (1, 's1'), (2, 's1')`, `PREPARE TRANSACTION 'same_gid'`)
+		testenv.MustExec(t, s2, "postgres", `BEGIN`, `INSERT INTO orders VALUES (1001, 's2')`, `PREPARE TRANSACTION 'same_gid'`)
 		settle()
 		prepared := topoRows(t, tgt, `SELECT gid FROM pg_prepared_xacts WHERE database = current_database()`)
 		if len(prepared) != 2 {
@@ -177,8 +177,8 @@ func TestTopologyFanInPreparedSameGID(t *testing.T) {
 		t.Logf("PostgreSQL %d: GID 'same_gid' prepared on both sources is prepared on the target as %q", version, prepared)
 		topoExpect(t, tgt, "target orders while prepared", `SELECT (id, source)::text FROM orders`, nil)
 
-		topoExec(t, s1, `COMMIT PREPARED 'same_gid'`)
-		topoExec(t, s2, `ROLLBACK PREPARED 'same_gid'`)
+		testenv.MustExec(t, s1, "postgres", `COMMIT PREPARED 'same_gid'`)
+		testenv.MustExec(t, s2, "postgres", `ROLLBACK PREPARED 'same_gid'`)
 		settle()
 		topoExpect(t, tgt, "target prepared transactions at the end", `SELECT gid FROM pg_prepared_xacts WHERE database = current_database()`, nil)
 		topoExpect(t, tgt, "target orders", `SELECT (id, source)::text FROM orders`, []string{"(1,s1)", "(2,s1)"})

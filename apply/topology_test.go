@@ -54,12 +54,6 @@ func topoConfig(h *harness, name, origin string, pubs ...string) apply.Config {
 	return cfg
 }
 
-// topoExec runs statements on a cluster.
-func topoExec(t *testing.T, c *testenv.Cluster, sqls ...string) {
-	t.Helper()
-	(&harness{t: t, ctx: context.Background()}).exec(c, sqls...)
-}
-
 // topoRows returns a query's rows on a cluster as sorted text.
 func topoRows(t *testing.T, c *testenv.Cluster, query string) []string {
 	t.Helper()

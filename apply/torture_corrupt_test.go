@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/internal/faultproxy"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/testenv"
@@ -114,7 +115,7 @@ func TestCorruptedStream(t *testing.T) {
 		cfg.Source = proxiedConnString(px)
 		cfg.Streaming, cfg.TwoPhase = "on", true
 		cfg.SpillDir = filepath.Join(t.TempDir(), "spill")
-		logs := &logBuffer{}
+		logs := &testutil.LogBuffer{}
 		cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs)).Level(zerolog.InfoLevel)
 		origin, err := state.OriginName("corrupt")
 		if err != nil {

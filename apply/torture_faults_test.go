@@ -171,7 +171,7 @@ func (f *tortureFaults) spillDisk() {
 	if f.p.log.count("file too large") > before {
 		f.spillHits++
 	}
-	if f.p.cmd != nil {
+	if f.p.proc != nil {
 		if err := f.p.limitFileSize(0, true); err != nil {
 			f.t.Fatal(err)
 		}

@@ -55,19 +55,18 @@ func newTortureApplier(t *testing.T, args ...string) *tortureApplier {
 // it runs): walapply stops on its own only for a permanent error, which the
 // torture test must never cause.
 func (p *tortureApplier) exited() error {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return nil
 	}
-	select {
-	case err := <-p.done:
-		p.cmd = nil
-		if err == nil {
-			err = fmt.Errorf("exit status 0")
-		}
-		return fmt.Errorf("walapply exited by itself: %w", err)
-	default:
+	exited, err := p.proc.Exited()
+	if !exited {
 		return nil
 	}
+	p.proc = nil
+	if err == nil {
+		err = fmt.Errorf("exit status 0")
+	}
+	return fmt.Errorf("walapply exited by itself: %w", err)
 }
 
 // limitFileSize sets the process's RLIMIT_FSIZE: a write that would make a
@@ -78,11 +77,11 @@ func (p *tortureApplier) exited() error {
 // obstacle). Only the spill files are written by the process: its log is a
 // pipe. unlimited restores the limit.
 func (p *tortureApplier) limitFileSize(limit uint64, unlimited bool) error {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return fmt.Errorf("no walapply process")
 	}
 	var old unix.Rlimit
-	pid := p.cmd.Process.Pid
+	pid := p.proc.Pid()
 	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
 		return fmt.Errorf("reading RLIMIT_FSIZE of %d: %w", pid, err)
 	}

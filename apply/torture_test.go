@@ -89,9 +89,7 @@ func tortureSeed(t *testing.T) uint64 {
 // (go test -v).
 func TestTorture(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("-short: the torture test runs for a minute or more per PostgreSQL version")
-	}
+	testenv.SkipShort(t)
 	cfg := tortureSettings(t)
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		seed := tortureSeed(t)

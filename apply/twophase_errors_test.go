@@ -59,9 +59,9 @@ func TestTwoPhasePrepareFails(t *testing.T) {
 		}
 		// Moved back once, by the repair of the failed PREPARE, not first
 		// by the one of a failed COMMIT.
-		if version >= 16 && (logs.count("moved the origin back") != 1 || logs.count("moved the origin back after a failed PREPARE TRANSACTION") != 1) {
+		if version >= 16 && (logs.Count("moved the origin back") != 1 || logs.Count("moved the origin back after a failed PREPARE TRANSACTION") != 1) {
 			t.Errorf("PostgreSQL %d advances the origin on abort, but the applier did not move it back once after the failed PREPARE: %d times, %d after the PREPARE",
-				version, logs.count("moved the origin back"), logs.count("moved the origin back after a failed PREPARE TRANSACTION"))
+				version, logs.Count("moved the origin back"), logs.Count("moved the origin back after a failed PREPARE TRANSACTION"))
 		}
 
 		// Fixed: the transaction is applied.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 	"github.com/walapply/walapply/twophase"
 )
@@ -20,10 +21,10 @@ func (h *harness) twoPhaseSlot(slot string) {
 }
 
 // twoPhaseConfig is h.config with two-phase decoding and the log kept.
-func (h *harness) twoPhaseConfig(slot string, pubs ...string) (apply.Config, *logBuffer) {
+func (h *harness) twoPhaseConfig(slot string, pubs ...string) (apply.Config, *testutil.LogBuffer) {
 	cfg := h.config(slot, pubs...)
 	cfg.TwoPhase = true
-	logs := &logBuffer{}
+	logs := &testutil.LogBuffer{}
 	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(h.t), logs)).Level(zerolog.DebugLevel)
 	return cfg, logs
 }

@@ -101,7 +101,7 @@ func TestTwoPhaseApply(t *testing.T) {
 		}
 		h.expect(rows, "(1,a)", "(2,b)", "(4,four)", "(5,five)", "(7,seven)", "(8,\"empty gid\")", "(9,last)", "(10,ten)")
 		h.compare(rows)
-		if n := logs.count(`"level":"error"`); n > 0 {
+		if n := logs.Count(`"level":"error"`); n > 0 {
 			t.Errorf("%d error lines in the log", n)
 		}
 	})
@@ -264,10 +264,10 @@ func TestTwoPhaseEnableOnExistingSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.expect(tableRows("t", ""), "(1)", "(2)", "(4)", "(5)", "(6)")
-		if logs.count("applying a transaction prepared before two-phase decoding began") != 1 {
+		if logs.Count("applying a transaction prepared before two-phase decoding began") != 1 {
 			t.Error("the commit of the transaction prepared before two-phase was enabled was not recognised as such")
 		}
-		if logs.count("ROLLBACK PREPARED", "no such prepared transaction") != 1 {
+		if logs.Count("ROLLBACK PREPARED", "no such prepared transaction") != 1 {
 			t.Error("the rollback of a transaction the target never saw was not reported")
 		}
 	})
@@ -299,7 +299,7 @@ func TestTwoPhaseLeftover(t *testing.T) {
 		h.waitCaughtUp("lo", time.Minute)
 		line := h.waitLog(logs, time.Minute, "leftover prepared transaction", orphan)
 		t.Logf("reported: %s", line)
-		if logs.count("leftover prepared transaction", waiting) != 0 {
+		if logs.Count("leftover prepared transaction", waiting) != 0 {
 			t.Error("a transaction still prepared on the source was reported as a leftover")
 		}
 		h.source(`COMMIT PREPARED 'w'`)

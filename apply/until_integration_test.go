@@ -161,18 +161,14 @@ func TestUntilNowCommand(t *testing.T) {
 		p.start()
 		h.waitCaughtUp("u", time.Minute)
 		h.source("INSERT INTO t VALUES (22, 'u')")
-		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		if err := p.proc.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-p.done:
-			p.cmd = nil
-			if err != nil {
-				t.Fatalf("walapply run after SIGUSR1: %v", err)
-			}
-		case <-time.After(time.Minute):
+		if exited, err := p.wait(time.Minute); !exited {
 			p.kill()
 			t.Fatal("walapply run did not stop within a minute of SIGUSR1")
+		} else if err != nil {
+			t.Fatalf("walapply run after SIGUSR1: %v", err)
 		}
 		h.expect(untilQuery, append(untilRows(20), "21 u", "22 u")...)
 	})

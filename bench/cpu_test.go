@@ -8,11 +8,17 @@ import (
 )
 
 func TestProcStat(t *testing.T) {
-	// Burn some CPU so that the process has at least one tick.
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for n := 0; time.Now().Before(deadline); n++ {
+	// Burn CPU until the process has at least one tick: on a loaded
+	// machine 50 ms of wall time may not be one (the bound is only a guard).
+	var st procStatFields
+	var ok bool
+	for deadline := time.Now().Add(time.Minute); ; {
+		if st, ok = procStat(os.Getpid()); !ok || st.utime+st.stime > 0 || time.Now().After(deadline) {
+			break
+		}
+		for spin := time.Now().Add(10 * time.Millisecond); time.Now().Before(spin); {
+		}
 	}
-	st, ok := procStat(os.Getpid())
 	if !ok {
 		t.Fatal("cannot read /proc/self/stat")
 	}

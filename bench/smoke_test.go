@@ -6,23 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/bench"
 	"github.com/walapply/walapply/testenv"
 )
-
-// testLog writes the harness's progress lines to the test log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // TestBenchSmoke runs the whole harness at 1% of every workload (the
 // initial copy included), one run per applier, on the newest selected PostgreSQL version: the walapply
 // binary built from this module must drain every backlog, and after every
 // drain source and target must have been compared and found identical.
 func TestBenchSmoke(t *testing.T) {
+	testenv.SkipShort(t)
 	versions, err := testenv.Versions()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +29,7 @@ func TestBenchSmoke(t *testing.T) {
 		Runs:         1,
 		Scale:        0.01,
 		DrainTimeout: time.Minute,
-		Log:          testLog{t},
+		Log:          zerolog.NewTestWriter(t), // the harness's progress lines, in the test log
 	})
 	if err != nil {
 		t.Fatal(err)

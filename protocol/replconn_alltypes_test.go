@@ -29,7 +29,7 @@ func TestAllMessageTypes(t *testing.T) {
 		ctx := replTestCtx(t)
 		src := startReplSource(t, version)
 		s1, s2, so := sqlSession(t, ctx, src), sqlSession(t, ctx, src), sqlSession(t, ctx, src)
-		execAll(t, ctx, s1, allTypesSchema...)
+		testenv.MustExecConn(t, ctx, s1, allTypesSchema...)
 
 		admin := replConnect(t, ctx, src)
 		maxProto := 4
@@ -49,7 +49,7 @@ func TestAllMessageTypes(t *testing.T) {
 		// waitStreamed waits until every streaming decoder has received n
 		// Stream Stop messages.
 		waitStreamed := func(n int) {
-			execAll(t, ctx, so, "INSERT INTO t_flush VALUES (1)")
+			testenv.MustExecConn(t, ctx, so, "INSERT INTO t_flush VALUES (1)")
 			for _, d := range decoders[1:] {
 				d.waitStops(t, ctx, n)
 			}
@@ -231,15 +231,15 @@ const bigMessageSQL = "SELECT pg_logical_emit_message(true, 'big', repeat('x', 7
 // the session with a replication origin.
 // Each step is synchronous, so the WAL order is the order written here.
 func runAllTypesWorkload(t *testing.T, ctx context.Context, s1, s2, so *pgx.Conn, waitStreamed func(n int)) {
-	execAll(t, ctx, s1, "INSERT INTO t_enum VALUES (1, 'happy')")
-	execAll(t, ctx, so,
+	testenv.MustExecConn(t, ctx, s1, "INSERT INTO t_enum VALUES (1, 'happy')")
+	testenv.MustExecConn(t, ctx, so,
 		"SELECT pg_replication_origin_session_setup('upstream')",
 		"BEGIN",
 		"SELECT pg_replication_origin_xact_setup('0/ABCDEF', '2024-01-02 03:04:05+00')",
 		"INSERT INTO t_key VALUES (1, 'a'), (2, 'b')",
 		"COMMIT",
 		"SELECT pg_replication_origin_session_reset()")
-	execAll(t, ctx, s1,
+	testenv.MustExecConn(t, ctx, s1,
 		"SELECT pg_logical_emit_message(false, 'note', 'hello')",
 		"BEGIN",
 		"SELECT pg_logical_emit_message(true, 'tx', 'inside')",
@@ -268,7 +268,7 @@ func runAllTypesWorkload(t *testing.T, ctx context.Context, s1, s2, so *pgx.Conn
 		"INSERT INTO t_s VALUES (2)",
 		bigMessageSQL)
 	waitStreamed(1)
-	execAll(t, ctx, s1,
+	testenv.MustExecConn(t, ctx, s1,
 		"ROLLBACK TO SAVEPOINT a",
 		"INSERT INTO t_s VALUES (3)",
 		"COMMIT",
@@ -277,17 +277,17 @@ func runAllTypesWorkload(t *testing.T, ctx context.Context, s1, s2, so *pgx.Conn
 		"INSERT INTO t_s VALUES (4)",
 		bigMessageSQL)
 	waitStreamed(3)
-	execAll(t, ctx, s1, "ROLLBACK")
+	testenv.MustExecConn(t, ctx, s1, "ROLLBACK")
 	// Two streamed transactions interleaved.
-	execAll(t, ctx, s1, "BEGIN", "INSERT INTO t_s VALUES (5)")
-	execAll(t, ctx, s2, "BEGIN", "INSERT INTO t_s VALUES (6)")
-	execAll(t, ctx, s1, bigMessageSQL)
-	execAll(t, ctx, s2, bigMessageSQL)
-	execAll(t, ctx, s1, "INSERT INTO t_s VALUES (7)")
-	execAll(t, ctx, s2, "INSERT INTO t_s VALUES (8)")
-	execAll(t, ctx, s1, "COMMIT")
-	execAll(t, ctx, s2, "COMMIT")
-	execAll(t, ctx, s1,
+	testenv.MustExecConn(t, ctx, s1, "BEGIN", "INSERT INTO t_s VALUES (5)")
+	testenv.MustExecConn(t, ctx, s2, "BEGIN", "INSERT INTO t_s VALUES (6)")
+	testenv.MustExecConn(t, ctx, s1, bigMessageSQL)
+	testenv.MustExecConn(t, ctx, s2, bigMessageSQL)
+	testenv.MustExecConn(t, ctx, s1, "INSERT INTO t_s VALUES (7)")
+	testenv.MustExecConn(t, ctx, s2, "INSERT INTO t_s VALUES (8)")
+	testenv.MustExecConn(t, ctx, s1, "COMMIT")
+	testenv.MustExecConn(t, ctx, s2, "COMMIT")
+	testenv.MustExecConn(t, ctx, s1,
 		// Two-phase: committed, rolled back, and streamed then committed.
 		"BEGIN",
 		"INSERT INTO t_key VALUES (20, 'p')",

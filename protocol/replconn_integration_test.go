@@ -24,9 +24,6 @@ func replTestCtx(t *testing.T) context.Context {
 // startSource starts a source cluster that streams large transactions early.
 func startReplSource(t *testing.T, version int) *testenv.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs a PostgreSQL cluster")
-	}
 	return testenv.NewCluster(t, testenv.Options{Version: version, Settings: map[string]string{
 		// Streaming and spilling start at 64kB of decoded changes: the
 		// smallest value, so that a few bigMessageSQL changes force them.
@@ -54,15 +51,6 @@ func replConnect(t *testing.T, ctx context.Context, c *testenv.Cluster) *protoco
 	}
 	t.Cleanup(func() { rc.Close(context.Background()) })
 	return rc
-}
-
-func execAll(t *testing.T, ctx context.Context, conn *pgx.Conn, sqls ...string) {
-	t.Helper()
-	for _, sql := range sqls {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
 }
 
 func TestReplConnCommands(t *testing.T) {

@@ -38,7 +38,7 @@ func TestReplStream(t *testing.T) {
 		ctx := replTestCtx(t)
 		src := startReplSource(t, version)
 		sql := sqlSession(t, ctx, src)
-		execAll(t, ctx, sql,
+		testenv.MustExecConn(t, ctx, sql,
 			"CREATE TABLE t (id int PRIMARY KEY, v text)",
 			"CREATE PUBLICATION pub FOR TABLE t")
 		admin := replConnect(t, ctx, src)
@@ -46,7 +46,7 @@ func TestReplStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		execAll(t, ctx, sql, "INSERT INTO t VALUES (1, 'one'), (2, 'two')")
+		testenv.MustExecConn(t, ctx, sql, "INSERT INTO t VALUES (1, 'one'), (2, 'two')")
 
 		rc := replConnect(t, ctx, src)
 		s, err := rc.StartReplication(ctx, "s", 0, protocol.StreamOptions{Publications: []string{"pub"}})
@@ -165,7 +165,7 @@ func TestReplStream(t *testing.T) {
 		}
 
 		// A write position ahead of flush does not confirm it.
-		execAll(t, ctx, sql, "INSERT INTO t VALUES (3, 'three')")
+		testenv.MustExecConn(t, ctx, sql, "INSERT INTO t VALUES (3, 'three')")
 		var c2 protocol.Commit
 		for {
 			if m, _ := receiveDecoded(t, ctx, s, dec); m.Type() == protocol.MessageTypeCommit {
@@ -186,7 +186,7 @@ func TestReplStream(t *testing.T) {
 		}
 
 		// The server ends the stream with an error: a *pgconn.PgError.
-		execAll(t, ctx, sql, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 's'")
+		testenv.MustExecConn(t, ctx, sql, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 's'")
 		var err2 error
 		for err2 == nil {
 			err2 = s.Receive(ctx, &ev)
@@ -215,12 +215,12 @@ func TestReceiveDoesNotAllocate(t *testing.T) {
 	ctx := replTestCtx(t)
 	src := startReplSource(t, version)
 	sql := sqlSession(t, ctx, src)
-	execAll(t, ctx, sql, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE PUBLICATION pub FOR TABLE t")
+	testenv.MustExecConn(t, ctx, sql, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE PUBLICATION pub FOR TABLE t")
 	rc := replConnect(t, ctx, src)
 	if _, err := rc.CreateSlot(ctx, "s", protocol.SlotOptions{Snapshot: "nothing"}); err != nil {
 		t.Fatal(err)
 	}
-	execAll(t, ctx, sql, "INSERT INTO t SELECT generate_series(1, 2000)")
+	testenv.MustExecConn(t, ctx, sql, "INSERT INTO t SELECT generate_series(1, 2000)")
 	s, err := rc.StartReplication(ctx, "s", 0, protocol.StreamOptions{Publications: []string{"pub"}})
 	if err != nil {
 		t.Fatal(err)

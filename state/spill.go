@@ -54,16 +54,24 @@ func spillFileName(xid uint32) string {
 
 // isSpillFileName reports whether name has the form spillFileName gives.
 func isSpillFileName(name string) bool {
+	_, ok := SpillFileXid(name)
+	return ok
+}
+
+// SpillFileXid returns the top-level xid whose spill file is named name
+// (the base name of a file in a spill directory), and false if name is not
+// a spill file's name. It reads the name only, not the file.
+func SpillFileXid(name string) (xid uint32, ok bool) {
 	digits, ok := strings.CutPrefix(name, spillFilePrefix)
 	if !ok {
-		return false
+		return 0, false
 	}
 	digits, ok = strings.CutSuffix(digits, spillFileSuffix)
 	if !ok {
-		return false
+		return 0, false
 	}
-	_, err := strconv.ParseUint(digits, 10, 32)
-	return err == nil
+	v, err := strconv.ParseUint(digits, 10, 32)
+	return uint32(v), err == nil
 }
 
 // OpenSpillDir opens the spill directory dir of applier for target (one line

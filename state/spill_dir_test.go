@@ -174,3 +174,15 @@ func TestSpillDirRemoveAll(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSpillFileXid(t *testing.T) {
+	for name, want := range map[string]int64{
+		"xid-1.spill": 1, "xid-4294967295.spill": 4294967295, spillFileName(77): 77,
+		"xid-4294967296.spill": -1, "xid-.spill": -1, "xid-x.spill": -1, "xid-6.spill~": -1, "x-6.spill": -1, spillOwnerFile: -1,
+	} {
+		xid, ok := SpillFileXid(name)
+		if got := map[bool]int64{true: int64(xid), false: -1}[ok]; got != want {
+			t.Errorf("SpillFileXid(%q) = %d, %v; want %d", name, xid, ok, want)
+		}
+	}
+}

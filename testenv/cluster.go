@@ -89,6 +89,9 @@ type postmaster struct {
 // port and starts the server; it returns once the server accepts
 // connections. Close it when done (NewCluster and NewPair do that for tests).
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if shortRun() {
+		return nil, errShortStart // short.go
+	}
 	version := opts.Version
 	if version == 0 {
 		v, err := defaultVersion()

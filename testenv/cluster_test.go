@@ -43,6 +43,7 @@ func queryString(t *testing.T, c *testenv.Cluster, sql string) string {
 
 func TestCluster(t *testing.T) {
 	t.Parallel()
+	testenv.SkipShort(t)
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := testCtx(t)
 		begin := time.Now()

@@ -26,6 +26,11 @@
 // WALAPPLY_TESTENV_SKIP_MISSING=1 (EnvSkipMissing), they skip it with the
 // reason, for the CI of a program whose machines lack some versions.
 //
+// Under `go test -short` they (and NewStandby) skip the test: SkipShort is
+// the one place that decides, so `go test -short ./...` runs only the
+// tests that need no PostgreSQL, and Start refuses to start one in a
+// -short test binary.
+//
 // # Clusters
 //
 // Every cluster is a copy of a template made once by initdb per version

@@ -125,6 +125,7 @@ func TestKilledOwnerIsSwept(t *testing.T) {
 // sweep before the directory goes.
 func TestSweepStopsOrphanedServer(t *testing.T) {
 	t.Parallel()
+	SkipShort(t)
 	c, err := Start(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -172,6 +172,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 // closes it when the test ends, like NewCluster.
 func NewStandby(tb testing.TB, primary *Cluster, opts StandbyOptions) *Cluster {
 	tb.Helper()
+	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	s, err := primary.StartStandby(ctx, opts)

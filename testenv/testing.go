@@ -39,10 +39,12 @@ type Pair struct {
 }
 
 // NewCluster starts a cluster for the test and closes it when the test ends
-// (tb.Cleanup). If the test failed, the end of the server log is printed and
-// the log file is kept; its path is printed too.
+// (tb.Cleanup); under -short it skips the test (SkipShort). If the test
+// failed, the end of the server log is printed and the log file is kept;
+// its path is printed too.
 func NewCluster(tb testing.TB, opts Options) *Cluster {
 	tb.Helper()
+	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	c, err := Start(ctx, opts)
@@ -58,6 +60,7 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 // when the test ends, like NewCluster.
 func NewPair(tb testing.TB, opts PairOptions) *Pair {
 	tb.Helper()
+	SkipShort(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	var (

@@ -2,7 +2,8 @@
 // from a source transaction to the GID it is prepared under on the target
 // (gid.go), the SQL of PREPARE TRANSACTION, COMMIT PREPARED and ROLLBACK
 // PREPARED, and what restart recovery needs to read back from the target's
-// pg_prepared_xacts (target.go).
+// pg_prepared_xacts (target.go), and restart recovery itself: reporting the
+// prepared transactions nothing will finish (recover.go, Leftovers).
 //
 // # Two phases on the wire and on the target
 //

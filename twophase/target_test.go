@@ -54,11 +54,7 @@ func TestTargetOperations(t *testing.T) {
 		}
 		exec := func(sqls ...string) {
 			t.Helper()
-			for _, s := range sqls {
-				if _, err := conn.Exec(ctx, s); err != nil {
-					t.Fatalf("%s: %v", s, err)
-				}
-			}
+			testenv.MustExecConn(t, ctx, conn, sqls...)
 		}
 		progress := func() string {
 			t.Helper()

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walapply/walapply/internal/testutil"
 )
 
 // asMainEnv makes this test binary run main() instead of the tests, so
@@ -27,10 +29,8 @@ func TestMain(m *testing.M) {
 
 // walapplyProc is walapply running as a child process.
 type walapplyProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *decodeSyncBuffer
-	done           chan struct{}
-	err            error
+	*testutil.Process
+	stdout, stderr *testutil.LogBuffer
 }
 
 // startWalapply starts walapply with args, its environment this process's
@@ -44,45 +44,35 @@ func startWalapply(t *testing.T, env []string, args ...string) *walapplyProc {
 		}
 	}
 	cmd.Env = append(append(cmd.Env, asMainEnv+"=1"), env...)
-	p := &walapplyProc{cmd: cmd, stdout: &decodeSyncBuffer{}, stderr: &decodeSyncBuffer{}, done: make(chan struct{})}
+	p := &walapplyProc{stdout: &testutil.LogBuffer{}, stderr: &testutil.LogBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	if err := cmd.Start(); err != nil {
+	proc, err := testutil.StartProcess(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	p.Process = proc
+	t.Cleanup(proc.Kill)
 	return p
 }
 
 // wait waits for the process to exit by itself and returns its exit code.
 func (p *walapplyProc) wait(t *testing.T) int {
 	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("walapply %v still runs after 2 minutes; stderr:\n%s", p.cmd.Args[1:], p.stderr)
+	exited, err := p.Wait(2 * time.Minute)
+	if !exited {
+		t.Fatalf("walapply %v still runs after 2 minutes; stderr:\n%s", p.Cmd.Args[1:], p.stderr)
 	}
 	var exit *exec.ExitError
-	if errors.As(p.err, &exit) {
-		return exit.ExitCode()
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("walapply %v: %v", p.Cmd.Args[1:], err)
 	}
-	if p.err != nil {
-		t.Fatalf("walapply %v: %v", p.cmd.Args[1:], p.err)
-	}
-	return 0
+	return testutil.ExitCode(err)
 }
 
 // term stops the process with SIGTERM and returns its exit code.
 func (p *walapplyProc) term(t *testing.T) int {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	return p.wait(t)
 }
 
@@ -92,8 +82,9 @@ func (p *walapplyProc) waitStderr(t *testing.T, substr string, n int) {
 	deadline := time.After(time.Minute)
 	for strings.Count(p.stderr.String(), substr) < n {
 		select {
-		case <-p.done:
-			t.Fatalf("walapply exited (%v) before logging %q %d times; stderr:\n%s", p.err, substr, n, p.stderr)
+		case <-p.Done():
+			_, err := p.Exited()
+			t.Fatalf("walapply exited (%v) before logging %q %d times; stderr:\n%s", err, substr, n, p.stderr)
 		case <-deadline:
 			t.Fatalf("walapply did not log %q %d times within a minute; stderr:\n%s", substr, n, p.stderr)
 		case <-time.After(20 * time.Millisecond):

@@ -22,15 +22,6 @@ func runCompare(t *testing.T, args ...string) (string, int) {
 	return out.String() + stderr.String(), code
 }
 
-func compareExec(t *testing.T, c *testenv.Cluster, sqls ...string) {
-	t.Helper()
-	for _, s := range sqls {
-		if err := c.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // compare after a replication run: equal; then a row changed, one deleted
 // and one added on the target make their tables different (exit status 1)
 // with the keys listed; columns in another order and an extra column on
@@ -39,13 +30,13 @@ func TestCompareCommand(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx := context.Background()
 		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
-		compareExec(t, pair.Source,
+		testenv.MustExec(t, pair.Source, "postgres",
 			`CREATE TABLE a (id int PRIMARY KEY, n numeric, v text)`,
 			`CREATE TABLE b (k1 int, k2 text, v int, PRIMARY KEY (k1, k2))`,
 			`CREATE TABLE c (id int PRIMARY KEY, x int, y text)`,
 			`CREATE TABLE d (v text)`,
 			`CREATE PUBLICATION pub FOR TABLE a, b, c, d`)
-		compareExec(t, pair.Target,
+		testenv.MustExec(t, pair.Target, "postgres",
 			`CREATE TABLE a (id int PRIMARY KEY, n numeric, v text)`,
 			`CREATE TABLE b (k1 int, k2 text, v int, PRIMARY KEY (k1, k2))`,
 			`CREATE TABLE c (y text, extra int DEFAULT 7, id int PRIMARY KEY, x int)`,
@@ -57,7 +48,7 @@ func TestCompareCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		compareExec(t, pair.Source,
+		testenv.MustExec(t, pair.Source, "postgres",
 			`INSERT INTO a SELECT i, i * 1.5, 'v' || i FROM generate_series(1, 200) i`,
 			`INSERT INTO b SELECT i, 'x' || i, i FROM generate_series(1, 50) i`,
 			`INSERT INTO c SELECT i, i, NULL FROM generate_series(1, 30) i`,
@@ -77,7 +68,7 @@ func TestCompareCommand(t *testing.T) {
 		}
 		t.Logf("equal:\n%s", out)
 
-		compareExec(t, pair.Target,
+		testenv.MustExec(t, pair.Target, "postgres",
 			`UPDATE a SET v = 'changed' WHERE id = 5`,
 			`DELETE FROM b WHERE k1 = 3`,
 			`INSERT INTO c VALUES (NULL, 7, 1000, 1)`,
@@ -148,14 +139,14 @@ func TestCompareAwkwardTypes(t *testing.T) {
 		(2, 1e300, -3.4e38, 'infinity', '-infinity', 'infinity', '-1 mon', 'NaN', 'null', '[]', '', '{}', '{}', ''),
 		(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
 		(4, 'NaN', '-Infinity', '1999-12-31 23:59:59.999999-12', '2000-01-01', '1999-01-08', '-3 years +2 hours', -0.000001, '"x"', '"x"', '\x', '{{1,2},{3,4}}', '{""}', E'tab\there')`
-	compareExec(t, source, schema, rows, "CREATE PUBLICATION pub FOR TABLE w")
-	compareExec(t, target, schema, rows)
+	testenv.MustExec(t, source, "postgres", schema, rows, "CREATE PUBLICATION pub FOR TABLE w")
+	testenv.MustExec(t, target, "postgres", schema, rows)
 	args := []string{"--source", source.ConnString("postgres"), "--target", target.ConnString("postgres"), "--keys", "10"}
 	out, code := runCompare(t, args...)
 	if code != 0 {
 		t.Fatalf("compare 15 -> 18 with the same rows: exit %d\n%s", code, out)
 	}
-	compareExec(t, target, `UPDATE w SET f8 = 0.1000000000000001 WHERE id = 1`)
+	testenv.MustExec(t, target, "postgres", `UPDATE w SET f8 = 0.1000000000000001 WHERE id = 1`)
 	if out, code = runCompare(t, args...); code != 1 || !strings.Contains(out, "changed  1\n") {
 		t.Errorf("compare after a float8 changed in its 16th digit: exit %d\n%s", code, out)
 	}
@@ -166,18 +157,18 @@ func TestCompareAwkwardTypes(t *testing.T) {
 func TestCompareColumnListRowFilter(t *testing.T) {
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
-		compareExec(t, pair.Source,
+		testenv.MustExec(t, pair.Source, "postgres",
 			`CREATE TABLE e (id int PRIMARY KEY, v text, secret text)`,
 			`INSERT INTO e SELECT i, 'v' || i, 's' || i FROM generate_series(1, 10) i`,
 			`CREATE PUBLICATION pub FOR TABLE e (id, v) WHERE (id > 5)`)
-		compareExec(t, pair.Target,
+		testenv.MustExec(t, pair.Target, "postgres",
 			`CREATE TABLE e (id int PRIMARY KEY, v text)`,
 			`INSERT INTO e SELECT i, 'v' || i FROM generate_series(6, 10) i`)
 		args := []string{"--source", pair.Source.ConnString("postgres"), "--target", pair.Target.ConnString("postgres"), "--keys", "3"}
 		if out, code := runCompare(t, args...); code != 0 {
 			t.Fatalf("compare with a column list and a row filter: exit %d\n%s", code, out)
 		}
-		compareExec(t, pair.Target, `INSERT INTO e VALUES (1, 'v1')`)
+		testenv.MustExec(t, pair.Target, "postgres", `INSERT INTO e VALUES (1, 'v1')`)
 		if out, code := runCompare(t, args...); code != 1 || !strings.Contains(out, "    extra    1\n") {
 			t.Errorf("compare with a row the filter leaves out on the target: exit %d\n%s", code, out)
 		}

@@ -13,9 +13,6 @@ import (
 // gone when decode ends; --create-slot alone says the slot it made is
 // permanent and how to drop it.
 func TestDecodeTemporarySlot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: needs a PostgreSQL cluster")
-	}
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -44,7 +45,7 @@ func (s *decodeSink) lines() []string {
 // decodeRun is the command running in a goroutine, as from a terminal.
 type decodeRun struct {
 	out    *decodeSink
-	errOut *decodeSyncBuffer
+	errOut *testutil.LogBuffer
 	done   chan error
 	cancel context.CancelFunc
 }
@@ -52,7 +53,7 @@ type decodeRun struct {
 func startDecode(t *testing.T, ctx context.Context, args ...string) *decodeRun {
 	cctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	r := &decodeRun{out: newDecodeSink(), errOut: &decodeSyncBuffer{}, done: make(chan error, 1), cancel: cancel}
+	r := &decodeRun{out: newDecodeSink(), errOut: &testutil.LogBuffer{}, done: make(chan error, 1), cancel: cancel}
 	go func() { r.done <- decodeMain(cctx, args, r.out, r.errOut) }()
 	return r
 }
@@ -100,24 +101,6 @@ func (r *decodeRun) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("decode did not stop: %w", ctx.Err())
 	}
-}
-
-// decodeSyncBuffer is a bytes.Buffer safe for the command and the test at once.
-type decodeSyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *decodeSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *decodeSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var decodeLSNText = regexp.MustCompile(`^[0-9A-F]+/[0-9A-F]+$`)
@@ -229,9 +212,6 @@ func decodeSlotFlush(t *testing.T, ctx context.Context, conn *pgx.Conn, slot str
 }
 
 func TestDecodeCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: needs a PostgreSQL cluster")
-	}
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -244,11 +224,7 @@ func TestDecodeCommand(t *testing.T) {
 		defer conn.Close(context.Background())
 		exec := func(sqls ...string) {
 			t.Helper()
-			for _, sql := range sqls {
-				if _, err := conn.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
+			testenv.MustExecConn(t, ctx, conn, sqls...)
 		}
 		exec("CREATE TYPE mood AS ENUM ('sad', 'happy')",
 			"CREATE TABLE t (id int PRIMARY KEY, v text, m mood)",

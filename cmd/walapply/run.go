@@ -74,6 +74,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&f.skipLSN, "skip-lsn", "", "skip the source transaction with this commit LSN (as named by an error), like ALTER SUBSCRIPTION ... SKIP")
 	fs.StringVar(&f.until, "until", "", "stop once every source transaction committed at or before this LSN is applied and durable, apply none after it, and exit 0 printing the position (\"now\": the source's current LSN when the run starts; SIGUSR1 asks a running applier for the same); for the cut-over, see docs/MIGRATION.md")
 	fs.BoolVar(&c.NoGroupCommit, "no-group-commit", false, "apply every source transaction in a target transaction of its own")
+	fs.BoolVar(&c.DDL, "ddl", false, "apply the DDL the source captures (walapply ddl install) at its place in the stream, on published tables")
 	fs.BoolVar(&c.NoCompaction, "no-compaction", false, "apply every source change as a statement of its own (no net-effect compaction within groups)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON), json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")

@@ -87,7 +87,7 @@ func TestRunWaitsAfterPermanentError(t *testing.T) {
 
 		// Fixed, and told so: it runs again, applies and is ready.
 		statusMust(t, pair.Target.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY)`))
-		statusMust(t, p.cmd.Process.Signal(syscall.SIGHUP))
+		statusMust(t, p.Signal(syscall.SIGHUP))
 		p.waitStderr(t, "SIGHUP: running the applier again", 1)
 		statusMust(t, pair.Source.Exec(ctx, `INSERT INTO t VALUES (2)`))
 		deadline := time.Now().Add(time.Minute)

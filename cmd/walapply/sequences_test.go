@@ -17,11 +17,7 @@ func TestSequencesCommand(t *testing.T) {
 		pair := testenv.NewPair(t, testenv.PairOptions{Version: version})
 		exec := func(c *testenv.Cluster, sqls ...string) {
 			t.Helper()
-			for _, s := range sqls {
-				if err := c.Exec(ctx, s); err != nil {
-					t.Fatalf("%s: %v", s, err)
-				}
-			}
+			testenv.MustExec(t, c, "postgres", sqls...)
 		}
 		query := func(c *testenv.Cluster, sql string) string {
 			t.Helper()

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
 
@@ -223,49 +223,24 @@ func connectPlain(ctx context.Context, connString string) (*pgx.Conn, error) {
 	return conn, secret.Error(err, connString)
 }
 
-// readAppliers reads walapply.appliers: every applier, or the named one.
+// readAppliers reads what the target's walapply schema records of every
+// applier, or of the named one (apply.ReadRegistered).
 func readAppliers(ctx context.Context, conn *pgx.Conn, name string) ([]applierStatus, error) {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.appliers') IS NOT NULL").Scan(&exists); err != nil {
-		return nil, fmt.Errorf("looking for walapply.appliers on the target: %w", err)
-	}
-	if !exists {
-		return nil, errors.New("no walapply applier has run against this target: it has no walapply.appliers table (walapply run creates it)")
-	}
-	rows, err := conn.Query(ctx, `SELECT name, slot_name, publications, origin_name, source_system_id, source_timeline, created_at, updated_at
-		FROM walapply.appliers ORDER BY name`)
+	regs, err := apply.ReadRegistered(ctx, conn, name)
 	if err != nil {
-		return nil, fmt.Errorf("reading walapply.appliers on the target: %w", err)
+		return nil, err
 	}
-	var all []applierStatus
-	for rows.Next() {
-		var a applierStatus
-		if err := rows.Scan(&a.Name, &a.Slot, &a.Publications, &a.Origin.Name, &a.SourceSystemID, &a.SourceTimeline, &a.CreatedAt, &a.UpdatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading walapply.appliers on the target: %w", err)
+	all := make([]applierStatus, 0, len(regs))
+	for _, r := range regs {
+		a := applierStatus{Name: r.Name, Slot: r.Slot, Publications: r.Publications, Origin: originStatus{Name: r.Origin},
+			SourceSystemID: r.SourceSystemID, SourceTimeline: r.SourceTimeline, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+			Copy: copyStatusOf(r.Copy), Tables: tableStatusesOf(r.Tables)} // status_progress.go, status_tables.go
+		if r.UntilLSN != "" {
+			a.Until = &untilStatus{LSN: r.UntilLSN, ReachedAt: r.UntilReachedAt}
 		}
 		all = append(all, a)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading walapply.appliers on the target: %w", err)
-	}
-	if name == "" {
-		if all == nil {
-			all = []applierStatus{}
-		}
-		return all, nil
-	}
-	names := make([]string, 0, len(all))
-	for _, a := range all {
-		if a.Name == name {
-			return []applierStatus{a}, nil
-		}
-		names = append(names, strconv.Quote(a.Name))
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("no applier %q on the target: walapply.appliers is empty", name)
-	}
-	return nil, fmt.Errorf("no applier %q on the target; it has %s", name, strings.Join(names, ", "))
+	return all, nil
 }
 
 // readTargetState fills in the origin, the applier's sessions and its
@@ -335,15 +310,6 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 			a.Prepared = append(a.Prepared, p)
 		}
 	}
-	if err := readUntilState(ctx, conn, a); err != nil {
-		return err
-	}
-	if err := readCopyState(ctx, conn, a); err != nil {
-		return err
-	}
-	if err := readTableStates(ctx, conn, a); err != nil {
-		return err
-	}
 	return readCopyProgress(ctx, conn, a) // status_progress.go
 }
 
@@ -352,91 +318,6 @@ func readTargetState(ctx context.Context, conn *pgx.Conn, a *applierStatus) erro
 type untilStatus struct {
 	LSN       string     `json:"lsn"`
 	ReachedAt *time.Time `json:"reached_at,omitempty"` // nil: not reached (still running, or stopped before)
-}
-
-// readUntilState reads walapply.appliers' until columns (migration 8; a
-// target migrated by an older walapply has none).
-func readUntilState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	var lsn *string
-	var at *time.Time
-	err := conn.QueryRow(ctx, `SELECT to_jsonb(a)->>'until_lsn', (to_jsonb(a)->>'until_reached_at')::timestamptz
-		FROM walapply.appliers a WHERE name = $1`, a.Name).Scan(&lsn, &at)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("reading applier %q's --until position on the target: %w", a.Name, err)
-	}
-	if lsn != nil {
-		a.Until = &untilStatus{LSN: *lsn, ReachedAt: at}
-	}
-	return nil
-}
-
-// readSourceState reads the applier's slot on the source.
-func readSourceState(ctx context.Context, conn *pgx.Conn, a *applierStatus) (*sourceStatus, error) {
-	s := &sourceStatus{}
-	// pg_control_system() may be denied to a role without pg_monitor; the
-	// rest does not depend on it.
-	var sysID string
-	if err := conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_catalog.pg_control_system()").Scan(&sysID); err == nil {
-		s.SystemID = sysID
-		match := sysID == a.SourceSystemID
-		s.SystemIDMatches = &match
-	}
-	var slotType *string
-	var active *bool // NULL when the slot does not exist
-	slot := &slotStatus{}
-	var lag, retained *int64
-	var lagSecs *float64
-	var hidden *bool // pg_stat_replication's row is there, its columns hidden from this role
-	var restart, confirmed, walStatus, plugin, database *string
-	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text, s.slot_type, s.plugin, s.database, s.active, s.active_pid,
-			s.restart_lsn::text, s.confirmed_flush_lsn::text, s.wal_status,
-			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
-			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)::bigint,
-			EXTRACT(epoch FROM r.flush_lag)::float8, r.reply_time, r.pid IS NOT NULL AND r.state IS NULL
-		FROM (SELECT 1) one
-		LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
-		LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid`, a.Slot).
-		Scan(&s.CurrentLSN, &slotType, &plugin, &database, &active, &slot.ActivePID, &restart, &confirmed, &walStatus,
-			&lag, &retained, &lagSecs, &slot.ReplyTime, &hidden)
-	if err != nil {
-		return nil, fmt.Errorf("reading replication slot %q on the source: %w", a.Slot, err)
-	}
-	if slotType == nil {
-		s.SlotMissing = true
-		return s, nil
-	}
-	slot.Active = *active
-	slot.Plugin, slot.Database = deref(plugin), deref(database)
-	slot.RestartLSN, slot.ConfirmedFlushLSN, slot.WALStatus = deref(restart), deref(confirmed), deref(walStatus)
-	slot.LagBytes, slot.RetainedBytes = lag, retained
-	if lag != nil && *lag < 0 {
-		// Not expected (a client confirms only what it received), but a
-		// negative lag would only confuse.
-		zero := int64(0)
-		slot.LagBytes = &zero
-	}
-	switch {
-	case slot.LagBytes != nil && *slot.LagBytes == 0:
-		zero := 0.0
-		slot.LagSeconds = &zero
-	case lagSecs != nil:
-		slot.LagSeconds, slot.LagFrom = lagSecs, lagFromView
-	}
-	if err := readSlotFailover(ctx, conn, a.Slot, slot); err != nil { // status_failover.go
-		return nil, err
-	}
-	s.Slot = slot
-	if slot.LagSeconds == nil && slot.Active {
-		return s, measureLag(ctx, conn, a.Slot, s, hidden != nil && *hidden) // status_lag.go
-	}
-	return s, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // readSpillDir lists the spill files in dir.
@@ -451,7 +332,7 @@ func readSpillDir(dir string) (*spillStatus, error) {
 	}
 	st.Exists = true
 	for _, e := range entries {
-		xid, ok := spillXid(e.Name())
+		xid, ok := state.SpillFileXid(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
@@ -467,18 +348,4 @@ func readSpillDir(dir string) (*spillStatus, error) {
 	}
 	sort.Slice(st.Files, func(i, j int) bool { return st.Files[i].Xid < st.Files[j].Xid })
 	return st, nil
-}
-
-// spillXid reads the xid from a spill file name, xid-<xid>.spill (the
-// naming of package state).
-func spillXid(name string) (uint32, bool) {
-	digits, ok := strings.CutPrefix(name, "xid-")
-	if !ok {
-		return 0, false
-	}
-	if digits, ok = strings.CutSuffix(digits, ".spill"); !ok {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(digits, 10, 32)
-	return uint32(v), err == nil
 }

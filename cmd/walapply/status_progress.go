@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply"
 )
 
 // A table being copied is 'pending' in walapply.copy_state until its copy
@@ -154,24 +154,12 @@ type copyStatus struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-// readCopyState reads the applier's initial copy, if it made one.
-func readCopyState(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	c := &copyStatus{}
-	var pending int
-	err := conn.QueryRow(ctx, `SELECT c.started_at, c.finished_at,
-			count(s.*)::int, count(s.*) FILTER (WHERE s.status = 'done')::int, COALESCE(sum(s.rows), 0)::bigint,
-			count(s.*) FILTER (WHERE s.status = 'pending')::int
-		FROM walapply.copies c LEFT JOIN walapply.copy_state s ON s.applier = c.applier AND s.status IN ('pending', 'done')
-		WHERE c.applier = $1 GROUP BY c.started_at, c.finished_at`, a.Name).
-		Scan(&c.StartedAt, &c.FinishedAt, &c.Tables, &c.TablesDone, &c.Rows, &pending)
-	if errors.Is(err, pgx.ErrNoRows) {
+// copyStatusOf is the initial copy the target records (nil: none).
+func copyStatusOf(c *apply.RegisteredCopy) *copyStatus {
+	if c == nil {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("reading the initial copy's state on the target: %w", err)
-	}
 	// A table published later and not copied yet keeps it incomplete.
-	c.Complete = c.FinishedAt != nil && pending == 0
-	a.Copy = c
-	return nil
+	return &copyStatus{Complete: c.FinishedAt != nil && c.Pending == 0, TablesDone: c.TablesDone, Tables: c.Tables, Rows: c.Rows,
+		StartedAt: c.StartedAt, FinishedAt: c.FinishedAt}
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply"
 )
 
 // tableStatus is one table an applier knows (walapply.copy_state), as
@@ -38,53 +38,14 @@ type tableStatus struct {
 	RangesTotal int `json:"ranges_total,omitempty"`
 }
 
-// readTableStates reads the tables the applier knows.
-func readTableStates(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	rows, err := conn.Query(ctx, `SELECT schema_name, table_name, status,
-			published, coalesce(copy_lsn::text, ''), rows, finished_at, added_at
-		FROM walapply.copy_state WHERE applier = $1 ORDER BY schema_name, table_name`, a.Name)
-	if err != nil {
-		return fmt.Errorf("reading the applier's tables in walapply.copy_state on the target: %w", err)
+// tableStatusesOf are the tables the target records for an applier.
+func tableStatusesOf(ts []apply.RegisteredTable) []tableStatus {
+	out := make([]tableStatus, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tableStatus{Schema: t.Schema, Name: t.Name, State: t.State, Published: t.Published, CopyLSN: t.CopyLSN,
+			Rows: t.Rows, CopiedAt: t.CopiedAt, AddedAt: t.AddedAt, RangesDone: t.RangesDone, RangesTotal: t.RangesTotal})
 	}
-	a.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (tableStatus, error) {
-		var t tableStatus
-		return t, r.Scan(&t.Schema, &t.Name, &t.State, &t.Published, &t.CopyLSN, &t.Rows, &t.CopiedAt, &t.AddedAt)
-	})
-	if err != nil {
-		return fmt.Errorf("reading the applier's tables in walapply.copy_state on the target: %w", err)
-	}
-	if a.Tables == nil {
-		a.Tables = []tableStatus{}
-	}
-	return readTableRanges(ctx, conn, a)
-}
-
-// readTableRanges counts the ranges of the tables copied in ranges
-// (migration 9; a target migrated by an older walapply has none).
-func readTableRanges(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.copy_ranges') IS NOT NULL").Scan(&exists); err != nil || !exists {
-		return err
-	}
-	rows, err := conn.Query(ctx, `SELECT schema_name, table_name, count(*) FILTER (WHERE status = 'done'), count(*)
-		FROM walapply.copy_ranges WHERE applier = $1 GROUP BY 1, 2`, a.Name)
-	if err != nil {
-		return fmt.Errorf("reading the applier's ranges in walapply.copy_ranges on the target: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var schema, name string
-		var done, total int
-		if err := rows.Scan(&schema, &name, &done, &total); err != nil {
-			return fmt.Errorf("reading the applier's ranges in walapply.copy_ranges on the target: %w", err)
-		}
-		for i := range a.Tables {
-			if t := &a.Tables[i]; t.Schema == schema && t.Name == name {
-				t.RangesDone, t.RangesTotal = done, total
-			}
-		}
-	}
-	return rows.Err()
+	return out
 }
 
 // tableStateText says what a table's state means, for the text output.

@@ -1,35 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
-
-// lockedBuffer is a log sink for an applier running in the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(frag string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), frag)
-}
 
 // status lists the tables each applier knows and their state, like
 // pg_subscription_rel: an applier made with --copy copies a table added
@@ -49,7 +30,7 @@ func TestStatusTables(t *testing.T) {
 			INSERT INTO n_new SELECT generate_series(1, 30);
 			CREATE PUBLICATION pc FOR TABLE c_old; CREATE PUBLICATION pn FOR TABLE n_old`))
 		source, target := pair.Source.ConnString(""), pair.Target.ConnString("")
-		plainLog := &lockedBuffer{}
+		plainLog := &testutil.LogBuffer{}
 		start := func(name string, copy bool, pub string) *apply.Runner {
 			t.Helper()
 			var w zerolog.LevelWriter = zerolog.MultiLevelWriter(zerolog.NewTestWriter(t))
@@ -76,10 +57,10 @@ func TestStatusTables(t *testing.T) {
 		rn = start("plain", false, "pn")
 		statusMust(t, rn.WaitCaughtUp(wctx))
 		statusMust(t, rn.Stop())
-		if n := plainLog.count("newly published table"); n != 1 {
-			t.Errorf("%d warnings about the newly published table n_new, want 1:\n%s", n, plainLog.b.String())
+		if n := plainLog.Count("newly published table"); n != 1 {
+			t.Errorf("%d warnings about the newly published table n_new, want 1:\n%s", n, plainLog.String())
 		}
-		if n := plainLog.count("update_missing"); n != 1 {
+		if n := plainLog.Count("update_missing"); n != 1 {
 			t.Errorf("%d update_missing for n_new's row not copied, want 1", n)
 		}
 

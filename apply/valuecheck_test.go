@@ -1,0 +1,89 @@
+package apply
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/protocol"
+)
+
+// TestValueShape: a rejected value is described by its length or digits,
+// never shown.
+func TestValueShape(t *testing.T) {
+	for _, c := range []struct {
+		kind byte
+		data string
+		want string
+	}{
+		{protocol.ColumnText, "ééééééééééé", "a value of 11 characters"},
+		{protocol.ColumnText, "99999999999", "a number with 11 digits"},
+		{protocol.ColumnText, "-0012345.678", "a number with 5 digits before the decimal point and 3 after"},
+		{protocol.ColumnText, "0", "a number with 1 digits"},
+		{protocol.ColumnText, "1e400", "a value of 5 characters"},
+		{protocol.ColumnText, ".", "a value of 1 characters"},
+		{protocol.ColumnText, "\xff\xfe", "a value of 2 bytes"},
+		{protocol.ColumnBinary, "\x00\x00\x00\x00\x00\x00\x00\x01", "a binary value of 8 bytes"},
+	} {
+		if got := valueShape(&protocol.TupleColumn{Kind: c.kind, Data: []byte(c.data)}); got != c.want {
+			t.Errorf("%q: got %q, want %q", c.data, got, c.want)
+		}
+	}
+}
+
+// TestUncheckedRetry: a value error on a row's statement that no check
+// has named yet makes Run retry once without grouping, also back to an
+// earlier transaction than the last retry stopped at; a checked one, or
+// another error, does not.
+func TestUncheckedRetry(t *testing.T) {
+	rel := &relEntry{rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "v"}}},
+		target: &targetTable{Columns: []targetColumn{{Name: "v", TypeName: "character varying(3)"}}}, tcol: []int{0}}
+	tooLong := &pgconn.PgError{Severity: "ERROR", Code: "22001", Message: "value too long for type character varying(3)"}
+	for _, c := range []struct {
+		name string
+		q    *queuedStmt
+		err  error
+		want bool
+	}{
+		{"insert", &queuedStmt{op: opInsert, rel: rel}, tooLong, true},
+		{"copy", &queuedStmt{op: opCopy, rel: rel}, tooLong, true},
+		{"named, not checked", &queuedStmt{op: opUpdate, rel: rel}, &columnError{columns: []string{`"v"`}, err: tooLong}, true},
+		{"checked", &queuedStmt{op: opInsert, rel: rel}, &columnError{columns: []string{`"v"`}, value: "a value of 4 characters", err: tooLong}, false},
+		{"delete", &queuedStmt{op: opDelete, rel: rel}, tooLong, false},
+		{"not a value error", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23505"}, false},
+		{"names its column", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "22004", Message: `null value in column "v"`}, false},
+		{"a domain's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `value for domain public.code violates check constraint "c"`}, true},
+		{"a table's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `new row for relation "t" violates check constraint "c"`}, false},
+		{"no relation", &queuedStmt{op: opInsert}, tooLong, false},
+		{"no statement", nil, tooLong, false},
+	} {
+		if got := unchecked(c.q, c.err); got != c.want {
+			t.Errorf("%s: unchecked = %v, want %v", c.name, got, c.want)
+		}
+	}
+	var te *TxnError
+	vague := func(lsn protocol.LSN) error { return &TxnError{CommitLSN: lsn, vague: true, Err: tooLong} }
+	for _, c := range []struct {
+		name    string
+		through protocol.LSN
+		err     error
+		want    bool
+	}{
+		{"first failure", 0, vague(100), true},
+		{"the retry stopped at it", 100, vague(100), false},
+		{"an earlier one of the group", 200, vague(100), true},
+		{"grouped, not vague, earlier", 200, &TxnError{CommitLSN: 100, Grouped: true, Err: tooLong}, false},
+		{"grouped, later", 50, &TxnError{CommitLSN: 100, Grouped: true, Err: tooLong}, true},
+		{"neither", 0, &TxnError{CommitLSN: 100, Err: tooLong}, false},
+		{"not a TxnError", 0, errors.New("x"), false},
+	} {
+		cfg := &Config{noGroupThrough: c.through}
+		if got := cfg.retryUngrouped(c.err, &te); got != c.want {
+			t.Errorf("%s: retryUngrouped = %v, want %v", c.name, got, c.want)
+		}
+	}
+	ce := &columnError{columns: []string{`"v"`}, typ: "character varying(3)", value: "a value of 4 characters", err: tooLong}
+	if got, want := ce.Error(), `column "v" (character varying(3) on the target), a value of 4 characters: ERROR: value too long for type character varying(3) (SQLSTATE 22001)`; got != want {
+		t.Errorf("columnError:\n got %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,4 @@
+package cycle
+
+// d.go uses nothing of the package.
+func alone() int { return 0 }
