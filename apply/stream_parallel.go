@@ -78,7 +78,8 @@ import (
 // A transaction also takes the spill path when --skip-lsn is armed, or a
 // table's initial copy still filters changes (copy_filter.go), or a table
 // is being copied (refresh_sync.go): those decisions need the commit LSN,
-// which only Stream Commit brings.
+// which only Stream Commit brings; and with --ddl, whose messages inside a
+// transaction the worker does not apply (ddl_apply.go).
 type parallelPool struct {
 	cfg     *Config
 	size    int
@@ -185,6 +186,8 @@ func (p *parallelPool) usable(a *applier, xid uint32) bool {
 		return false
 	case a.skipLSN != 0:
 		return false
+	case a.ddl != nil:
+		return false // --ddl: its messages are applied by the run loop's applier (ddl_apply.go)
 	case a.copied != nil && a.applied < a.copied.until:
 		return false
 	case a.watch != nil && len(a.watch.syncs.tables) > 0:
