@@ -28,6 +28,11 @@ type Stats struct {
 	Deletes     atomic.Int64
 	Truncates   atomic.Int64
 	MissingRows atomic.Int64 // UPDATE/DELETE that found no row (logged and skipped)
+	// ParallelApplied counts streamed transactions applied as they
+	// streamed, ParallelFallbacks those that fell back to the spill path
+	// (stream_parallel.go).
+	ParallelApplied   atomic.Int64
+	ParallelFallbacks atomic.Int64
 	// Conflicts counts conflicts by kind (observe.go).
 	Conflicts ConflictStats
 }

@@ -45,6 +45,10 @@ func Run(ctx context.Context, c Config) error {
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
+		if cfg.parallelFallback(err) { // stream_parallel.go
+			cfg.observeSessionEnded(err)
+			continue
+		}
 		if perr := first.failed(sctx, err); perr != nil {
 			cfg.observeSessionEnded(perr)
 			return perr
@@ -220,6 +224,9 @@ func (s *session) connect(ctx context.Context) error {
 
 	// Validated: from here on, things are created.
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
+		return err
+	}
+	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
 		return err
 	}
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go

@@ -59,6 +59,7 @@ func (f *runFlags) register(fs interface {
 	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")
+	fs.IntVar(&c.ParallelWorkers, "parallel-workers", 0, "with --streaming parallel: how many streamed transactions are applied as they stream at once, each on a target connection of its own (default 2)")
 	fs.BoolVar(&c.TwoPhase, "two-phase", false, "replicate prepared transactions at PREPARE time")
 	fs.BoolVar(&c.Failover, "failover", false, "create the slot failover-enabled, so that standbys synchronise it (PostgreSQL 17+)")
 	fs.StringVar(&f.gidMode, "gid-mode", "applier", "GIDs of prepared transactions on the target: applier (walapply_<name>_<source xid>) or source (the source's GID)")
