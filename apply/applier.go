@@ -28,6 +28,11 @@ type Stats struct {
 	Deletes     atomic.Int64
 	Truncates   atomic.Int64
 	MissingRows atomic.Int64 // UPDATE/DELETE that found no row (logged and skipped)
+	// ParallelApplied counts streamed transactions applied as they
+	// streamed, ParallelFallbacks those that fell back to the spill path
+	// (stream_parallel.go).
+	ParallelApplied   atomic.Int64
+	ParallelFallbacks atomic.Int64
 	// Conflicts counts conflicts by kind (observe.go).
 	Conflicts ConflictStats
 }
@@ -121,6 +126,8 @@ type applier struct {
 	// applying one is used. tables, when set, is used for lookups instead.
 	catalog *pgx.Conn
 	tables  tableCatalog
+
+	ddl *ddlState // --ddl (ddl_apply.go); nil without
 }
 
 // newApplier returns an applier writing through sess, which must already be
@@ -176,7 +183,9 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		}
 	}
 	switch ev {
-	case evNone, evMessage:
+	case evNone:
+	case evMessage:
+		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.HasRelation(rel.RelationID) {

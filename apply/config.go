@@ -31,11 +31,14 @@ type Config struct {
 	// Name names this applier (default: the slot name) and, from it, the
 	// target's replication origin.
 	Name string
-	// Streaming is "off", "on" or "parallel" (applied like "on", through
-	// spill files; see stream.go); "" means "on" where the source supports
-	// it (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
-	Streaming string
-	TwoPhase  bool
+	// Streaming is "off", "on" (streamed transactions are spilled and
+	// applied at their commit, stream.go) or "parallel" (applied as they
+	// stream on up to ParallelWorkers connections of their own, default 2,
+	// stream_parallel.go); "" means "on" where the source supports it
+	// (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
+	Streaming       string
+	ParallelWorkers int
+	TwoPhase        bool
 	// Failover creates the slot failover-enabled (PostgreSQL 17+), or
 	// enables failover on an existing one, so that standbys synchronise it
 	// (see failover.go).
@@ -119,6 +122,10 @@ type Config struct {
 	UntilNowRequests <-chan struct{}
 	OnUntilReached   func(UntilReached)
 
+	// DDL applies the DDL statements the source captures (walapply ddl
+	// install) at their place in the stream (ddl_apply.go).
+	DDL bool
+
 	// NoCompaction turns off net-effect compaction within groups
 	// (compact.go): every source change becomes its own statement.
 	NoCompaction bool
@@ -141,6 +148,16 @@ type Config struct {
 	// newTables are the tables sessions stopped for as newly published
 	// (refresh.go).
 	newTables []relName
+	// spillXids are the streamed transactions that fell back from
+	// --streaming parallel to the spill path (stream_parallel.go).
+	spillXids map[uint32]bool
+	// openParallel are the transactions applied as they streamed when the
+	// last session ended.
+	openParallel []uint32
+	// parallelCommitted, in tests, runs right after a worker committed and
+	// before the applier's origin follows; an error ends the session there,
+	// as a crash would (stream_parallel.go).
+	parallelCommitted func(xid uint32) error
 
 	// ConnectTimeout bounds how long Run tries to reach the target and the
 	// source at its start: once it has passed without both answering, Run
@@ -214,6 +231,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	if err := checkStreamingConfig(&cfg); err != nil {
+		return cfg, err
+	}
+	if err := checkParallelConfig(&cfg); err != nil { // stream_parallel.go
 		return cfg, err
 	}
 	if err := checkTwoPhaseConfig(&cfg); err != nil {

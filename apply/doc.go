@@ -170,12 +170,16 @@
 //     order, multi-row row sources and chunks). internal_aliases.go keeps
 //     their old names in apply while other branches merge (transitional).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
-//     stream_errors.go, stream_publication.go.
+//     stream_errors.go, stream_publication.go; applied as they stream
+//     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
+//     stream_parallel_origin.go, stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.
+//   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
+//     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
 //     identity.go (slot and origin agree), timeline.go, failover.go,
 //     compare.go, compare_catalog.go, compare_keys.go, drop.go,

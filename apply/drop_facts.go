@@ -3,6 +3,8 @@ package apply
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/twophase"
@@ -59,6 +61,13 @@ func readDropFacts(ctx context.Context, conn *pgx.Conn, name, origin string) (*d
 		return nil, err
 	}
 	f.origins = append(f.origins, copies...)
+	pars, err := parallelOriginsOf(ctx, conn, name) // stream_parallel_origin.go
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range slices.Sorted(maps.Keys(pars)) {
+		f.origins = append(f.origins, o)
+	}
 	if err := f.readPrepared(ctx, conn, appliers); err != nil {
 		return nil, err
 	}

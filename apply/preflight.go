@@ -58,6 +58,7 @@ var preflightChecks = []preflightCheck{
 	checkCopyPlan,
 	checkSchema, // schema.go
 	checkCopyTargets,
+	checkDDL, // ddl_apply.go
 }
 
 // PreflightError lists every problem the preflight found. Nothing was

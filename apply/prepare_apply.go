@@ -92,6 +92,9 @@ func (a *applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 // streamPrepare replays a streamed transaction from its spill file and
 // prepares it.
 func (a *applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) error {
+	if done, err := a.parallelPrepare(ctx, m); done { // stream_parallel.go
+		return err
+	}
 	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEn
 	}
 	var e *relEntry
 	var err error
-	if u != nil && (a.tables != nil || a.catalog != nil) {
+	if u != nil && (a.tables != nil || a.catalog != nil && !a.ddlUncommitted()) {
 		cat := a.tables
 		if cat == nil {
 			cat = controlCatalog{a.catalog}

@@ -45,6 +45,10 @@ func Run(ctx context.Context, c Config) error {
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
+		if cfg.parallelFallback(err) { // stream_parallel.go
+			cfg.observeSessionEnded(err)
+			continue
+		}
 		if perr := first.failed(sctx, err); perr != nil {
 			cfg.observeSessionEnded(perr)
 			return perr
@@ -222,6 +226,9 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
+	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
+		return err
+	}
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go
 		return err
 	}
@@ -258,6 +265,11 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier.watch = watch
+	if cfg.DDL {
+		if s.applier.ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+			return err
+		}
+	}
 	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
 	s.applier.groupMaxWait = cfg.GroupMaxWait
@@ -281,6 +293,7 @@ func (s *session) connect(ctx context.Context) error {
 		Streaming:    cfg.Streaming,
 		TwoPhase:     cfg.TwoPhase,
 		Origin:       cfg.Origin,
+		Messages:     cfg.DDL,
 	})
 	if err != nil {
 		return fmt.Errorf("starting replication from slot %q at %s: %w", cfg.Slot, start, err)

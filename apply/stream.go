@@ -50,11 +50,11 @@ import (
 // nothing was applied, the run reconnects, and once space is back the
 // source's resend succeeds.
 //
-// --streaming parallel (protocol 4, PostgreSQL 16+) is applied through the
-// same spill path: the only difference on the wire is the abort LSN and time
-// in Stream Abort, which changes nothing here. Applying a streamed
-// transaction's blocks as they arrive on a second target connection, as
-// PostgreSQL's parallel apply workers do, is not implemented.
+// With --streaming parallel (protocol 4, PostgreSQL 16+) a streamed
+// transaction is instead applied as its blocks arrive, on a target
+// connection of its own (parallelPool, stream_parallel.go), and takes this
+// spill path only when no such connection is free or it cannot be applied
+// that way.
 type streamState struct {
 	dir *state.SpillDir // nil when streaming is off
 	// files holds the spill file of every streamed transaction begun in
@@ -71,6 +71,9 @@ type streamState struct {
 	// replay, every keepaliveEvery; nil in tests without a source.
 	keepalive      func(context.Context) error
 	keepaliveEvery time.Duration
+	// par applies streamed transactions as they stream, with --streaming
+	// parallel (stream_parallel.go); nil otherwise.
+	par *parallelPool
 }
 
 // replayDecoderOptions are those of the decoder of spilled changes. The
@@ -154,7 +157,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	st.keepaliveEvery = cfg.FeedbackInterval
 	s.applier.stream = st
 	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
-	return nil
+	return s.startParallel(ctx) // stream_parallel.go
 }
 
 // openStreamState opens the spill directory dir of applier for target on
@@ -175,6 +178,7 @@ func openStreamState(fsys state.FS, dir, applier, target string) (streamState, [
 // closeStreaming removes this session's spill files when it ends: the
 // source sends their transactions again on the next connection.
 func (s *session) closeStreaming() {
+	s.closeParallel() // stream_parallel.go
 	if s.applier == nil || s.applier.stream.dir == nil {
 		return
 	}
@@ -232,6 +236,9 @@ func (a *applier) handleStream(ctx context.Context, ev event, msg protocol.Messa
 	st := &a.stream
 	if st.dir == nil {
 		return orderError("%s message, but streaming was not asked for", msg.Type())
+	}
+	if done, err := a.parallelStream(ctx, ev, msg); done { // stream_parallel.go
+		return err
 	}
 	switch ev {
 	case evStreamStart:

@@ -28,6 +28,10 @@ import (
 //	WALAPPLY_BENCH=1 WALAPPLY_TEST_PG=18 go test ./apply -run '^$' \
 //	    -bench BenchmarkStreamedBig -benchtime 1x -timeout 60m
 //
+// WALAPPLY_BENCH_STREAMING=parallel runs both with streaming parallel
+// (walapply --streaming parallel, the subscription's streaming = parallel)
+// instead of on.
+//
 // It runs on the newest version WALAPPLY_TEST_PG selects. walapply runs as
 // a process of its own (built from cmd/walapply); its peak RSS is VmHWM
 // from /proc just before it is stopped, and the kernel's maxrss for the
@@ -93,6 +97,14 @@ func BenchmarkStreamedBig(b *testing.B) {
 	b.ReportMetric(float64(peak)/1024, "walapply-peak-MiB")
 }
 
+// benchStreaming is the streaming mode of BenchmarkStreamedBig's consumers.
+func benchStreaming() string {
+	if os.Getenv("WALAPPLY_BENCH_STREAMING") == "parallel" {
+		return "parallel"
+	}
+	return "on"
+}
+
 // benchResult is one consumer's run of the transaction.
 type benchResult struct {
 	load, apply, replay time.Duration // source INSERT; source COMMIT to target commit; walapply's replay
@@ -112,7 +124,7 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--source", src.ConnString("postgres"), "--target", tgt.ConnString("postgres"),
-		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", "on", "--log-format", "json")
+		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", benchStreaming(), "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	proc, err := testutil.StartProcess(cmd)
 	if err != nil {
@@ -145,12 +157,13 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	r.spill = <-spillPeak
 	log, _ := os.ReadFile(logPath)
 	for _, line := range strings.Split(string(log), "\n") {
-		if strings.Contains(line, "replayed a streamed transaction") {
+		if strings.Contains(line, "replayed a streamed transaction") || strings.Contains(line, "applied a streamed transaction as it streamed") {
 			var entry struct {
 				Replay float64 `json:"replay_seconds"`
+				Commit float64 `json:"commit_seconds"`
 			}
 			if json.Unmarshal([]byte(line), &entry) == nil {
-				r.replay = time.Duration(entry.Replay * float64(time.Second))
+				r.replay = time.Duration((entry.Replay + entry.Commit) * float64(time.Second))
 			}
 		}
 	}
@@ -165,7 +178,7 @@ func benchSubscriber(b *testing.B, src, tgt *testenv.Cluster, insert string, row
 	ctx := context.Background()
 	testenv.MustExec(b, src, "postgres", `SELECT pg_create_logical_replication_slot('sub', 'pgoutput')`)
 	testenv.MustExec(b, tgt, "sub", `TRUNCATE big`, fmt.Sprintf(`CREATE SUBSCRIPTION sub CONNECTION '%s' PUBLICATION pub
-		WITH (streaming = on, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres")))
+		WITH (streaming = %s, create_slot = false, slot_name = 'sub', copy_data = false)`, src.ConnString("postgres"), benchStreaming()))
 	waitSlotActive(b, src, "sub", true)
 	var r benchResult
 	r.load, r.apply = runAndWait(b, src, insert, func(conn *pgx.Conn, before string) bool {

@@ -135,9 +135,13 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 					return a.failStmt(ctx, failed, err)
 				}
 			}
+		case *protocol.LogicalMessage:
+			if err := a.ddlMessage(ctx, m); err != nil { // ddl_apply.go
+				return err
+			}
 		default:
-			// Origin and transactional logical messages: nothing to apply,
-			// as in an ordinary transaction.
+			// Origin messages: nothing to apply, as in an ordinary
+			// transaction.
 		}
 	}
 }

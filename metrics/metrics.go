@@ -99,6 +99,7 @@ type counts struct {
 	commits                           int64
 	inserts, updates, deletes, truncs int64
 	copiedRows, missingRows           int64
+	parallelApplied, parallelFallback int64
 	conflicts                         map[string]int64
 }
 
@@ -110,6 +111,7 @@ func readStats(s *apply.Stats) counts {
 		txnsApplied: s.TxnsApplied.Load(), txnsSkipped: s.TxnsSkipped.Load(), commits: s.Commits.Load(),
 		inserts: s.Inserts.Load(), updates: s.Updates.Load(), deletes: s.Deletes.Load(), truncs: s.Truncates.Load(),
 		copiedRows: s.CopiedRows.Load(), missingRows: s.MissingRows.Load(),
+		parallelApplied: s.ParallelApplied.Load(), parallelFallback: s.ParallelFallbacks.Load(),
 		conflicts: s.Conflicts.Snapshot(),
 	}
 }
@@ -120,6 +122,8 @@ func (c *counts) add(o counts) {
 	c.commits += o.commits
 	c.copiedRows += o.copiedRows
 	c.missingRows += o.missingRows
+	c.parallelApplied += o.parallelApplied
+	c.parallelFallback += o.parallelFallback
 	c.inserts += o.inserts
 	c.updates += o.updates
 	c.deletes += o.deletes
@@ -261,6 +265,7 @@ var (
 	descTruncates  = desc("truncates_total", "TRUNCATE statements applied.")
 	descConflicts  = desc("conflicts_total", "Conflicts by kind, named as PostgreSQL 18's subscriber names them.", "kind")
 	descSpillFiles = desc("spill_files", "Spill files of streamed transactions in progress.")
+	descParallel   = desc("streamed_parallel_total", "With --streaming parallel, streamed transactions by outcome: applied as they streamed, or fallen back to the spill path.", "outcome")
 	descSpillBytes = desc("spill_bytes", "Total size of the spill files of streamed transactions in progress.")
 	descReconnects = desc("reconnects_total", "Sessions that ended with an error after which walapply reconnected.")
 	descErrors     = desc("errors_total", "Errors that ended a replication session, by kind (transient: retried; permanent: stops, or retried once without group commit).", "kind")
@@ -277,7 +282,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReceived, descApplied, descConfirmed, descLagBytes, descLagSeconds,
 		descLastCommit, descLastMsg, descLastKeep, descCaughtUp, descConnected, descReady, descTxns, descCommits,
 		descRows, descCopied, descMissing, descTruncates, descConflicts, descSpillFiles, descSpillBytes,
-		descReconnects, descErrors, descBuild, descApplier} {
+		descParallel, descReconnects, descErrors, descBuild, descApplier} {
 		ch <- d
 	}
 	for _, d := range append(copyDescs(), descLastErrorTime, descLastErrorInfo) {
@@ -340,6 +345,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCommits, total.commits)
 	counter(descCopied, total.copiedRows)
 	counter(descMissing, total.missingRows)
+	counter(descParallel, total.parallelApplied, "applied")
+	counter(descParallel, total.parallelFallback, "fallback")
 	counter(descRows, total.inserts, "insert")
 	counter(descRows, total.updates, "update")
 	counter(descRows, total.deletes, "delete")
