@@ -92,7 +92,7 @@ type applier struct {
 	// it write, since a commit without an xid does not advance the origin.
 	filteredOut bool
 
-	// group commit (group.go) and net-effect compaction (compact.go)
+	// group commit (group.go) and net-effect compaction (internal/compact)
 	net            *compactor
 	compaction     bool
 	grouping       bool
@@ -117,7 +117,7 @@ type applier struct {
 	formats  []int16
 	matchIdx []int
 	shape    []byte
-	// the packed arrays of the array row source (compact_rows.go)
+	// the packed arrays of the array row source (internal/compact/rows.go)
 	arrayBuf  []byte
 	arrayEnds []int
 
@@ -188,7 +188,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
 	case evRelation:
 		rel := *msg.(*protocol.Relation)
-		if a.net.hasRelation(rel.RelationID) {
+		if a.net.HasRelation(rel.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
 				return ev, a.fail(ctx, err)
 			}
@@ -421,13 +421,13 @@ func (a *applier) rowMissing(q *queuedStmt, n int, key string) {
 	if q.rows > 1 {
 		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.rows, key)
 	}
-	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.logName()).Str("key", key).
+	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.LogName()).Str("key", key).
 		Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).
 		Msg("row to change not found on the target; skipped")
 }
 
 // changeNet folds a change into the net state of the group when that is
-// safe (compact.go), and otherwise queues it as it comes.
+// safe (internal/compact), and otherwise queues it as it comes.
 func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 	if !a.compaction || !a.grouping || a.machine.state != stateInTxn || a.txn.finalLSN <= a.noGroupThrough {
 		return a.change(ctx, msg)
@@ -455,8 +455,8 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		// which nothing can tell apart on the replica session.
 		return a.change(ctx, msg)
 	}
-	if a.net.add(e, msg) {
-		if a.net.n >= maxCompactRows || len(a.net.arena) >= maxBatchBytes {
+	if a.net.Add(e, msg) {
+		if a.net.N >= maxCompactRows || len(a.net.Arena) >= maxBatchBytes {
 			return a.writeOut(ctx)
 		}
 		return nil
@@ -485,11 +485,11 @@ func (a *applier) change(ctx context.Context, msg protocol.Message) error {
 // checkWidth checks that a tuple of an op's message (which: "new" or
 // "old"; "" for an INSERT's only one) has its Relation message's width.
 func checkWidth(e *relEntry, t *protocol.TupleData, op opKind, which string) error {
-	if len(t.Columns) != len(e.rel.Columns) {
+	if len(t.Columns) != len(e.Rel.Columns) {
 		if which != "" {
 			which += " "
 		}
-		return orderError("%s on %s: its %stuple has %d columns, its Relation message %d", op, e, which, len(t.Columns), len(e.rel.Columns))
+		return orderError("%s on %s: its %stuple has %d columns, its Relation message %d", op, e, which, len(t.Columns), len(e.Rel.Columns))
 	}
 	return nil
 }
@@ -518,8 +518,8 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 		return err
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 {
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
@@ -540,8 +540,8 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 // the old key ('K') or old row ('O') when sent, else the new tuple (the key
 // did not change). It also says whether the identity is FULL.
 func (a *applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
-	full := e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull
-	if !full && len(e.key) == 0 {
+	full := e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull
+	if !full && len(e.Key) == 0 {
 		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: &SchemaError{Relation: e.String(), Problem: "the source relation has no replica identity, so its rows cannot be located",
 				Hint: "give the source table a primary key or REPLICA IDENTITY FULL"}}
@@ -578,15 +578,15 @@ func (a *applier) update(ctx context.Context, m *protocol.Update) error {
 		}
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 && m.New.Columns[i].Kind != protocol.ColumnUnchanged {
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 && m.New.Columns[i].Kind != protocol.ColumnUnchanged {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
 	keyStart := len(a.queue.keys)
 	match := a.matchColumns(e, src, full)
 	if kind == 'G' {
-		for _, i := range e.key {
+		for _, i := range e.Key {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
@@ -625,13 +625,13 @@ func (a *applier) delete(ctx context.Context, m *protocol.Delete) error {
 func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) []int {
 	use := a.matchIdx[:0]
 	if full {
-		for i := range e.rel.Columns {
-			if e.tcol[i] >= 0 && src.Columns[i].Kind != protocol.ColumnUnchanged {
+		for i := range e.Rel.Columns {
+			if e.Tcol[i] >= 0 && src.Columns[i].Kind != protocol.ColumnUnchanged {
 				use = append(use, i)
 			}
 		}
 	} else {
-		use = append(use, e.key...)
+		use = append(use, e.Key...)
 	}
 	keys := a.queue.keys
 	for n, i := range use {
@@ -640,7 +640,7 @@ func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) 
 		if n > 0 {
 			keys = append(keys, ", "...)
 		}
-		keys = append(keys, e.rel.Columns[i].Name...)
+		keys = append(keys, e.Rel.Columns[i].Name...)
 		keys = append(keys, '=')
 		keys = appendValue(keys, c)
 	}
@@ -687,8 +687,8 @@ func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 		if first == nil {
 			first = e
 		}
-		tables = append(tables, e.target.Quoted)
-		only = append(only, !e.target.Partition)
+		tables = append(tables, e.Target.Quoted)
+		only = append(only, !e.Target.Partition)
 	}
 	if len(tables) == 0 {
 		return nil

@@ -112,17 +112,11 @@ type stmtQueue struct {
 // last returns the statement queued last.
 func (s *stmtQueue) last() *queuedStmt { return &s.queued[len(s.queued)-1] }
 
-// tableCatalog is where the applier finds the target table of a source
-// relation (relcache.go).
-type tableCatalog interface {
-	lookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error)
-}
-
 // queryCatalog looks tables up with q's queries, e.g. on the applying
 // connection.
 type queryCatalog struct{ q querier }
 
-func (c queryCatalog) lookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
+func (c queryCatalog) LookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
 	return lookupTargetTable(ctx, c.q, schema, name)
 }
 
@@ -135,7 +129,7 @@ func (c queryCatalog) lookupTable(ctx context.Context, schema, name string) (*ta
 // both (error messages are matched against them).
 type controlCatalog struct{ conn *pgx.Conn }
 
-func (c controlCatalog) lookupTable(ctx context.Context, schema, name string) (t *targetTable, found bool, err error) {
+func (c controlCatalog) LookupTable(ctx context.Context, schema, name string) (t *targetTable, found bool, err error) {
 	err = pgx.BeginTxFunc(ctx, c.conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
 			return fmt.Errorf("reading the target catalog: %w", err)

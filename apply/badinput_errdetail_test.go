@@ -17,8 +17,8 @@ import (
 // column(s) of that type; anything else passes unchanged.
 func TestWithColumn(t *testing.T) {
 	rel := &relEntry{
-		rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "Code"}, {Name: "b"}, {Name: "gen"}, {Name: "amount"}, {Name: "n"}}},
-		target: &targetTable{Columns: []targetColumn{
+		Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "Code"}, {Name: "b"}, {Name: "gen"}, {Name: "amount"}, {Name: "n"}}},
+		Target: &targetTable{Columns: []targetColumn{
 			{Name: "id", TypeName: "integer"},
 			{Name: "Code", TypeName: "character varying(3)"},
 			{Name: "b", TypeName: "character varying(3)"},
@@ -26,9 +26,9 @@ func TestWithColumn(t *testing.T) {
 			{Name: "amount", TypeName: "numeric(5,2)"},
 			{Name: "n", TypeName: "integer"},
 		}},
-		tcol: []int{0, 1, 2, -1, 4, 5}, // gen is generated on the target: never written
+		Tcol: []int{0, 1, 2, -1, 4, 5}, // gen is generated on the target: never written
 	}
-	rel.noteParams("INSERT ...", []string{"id", "Code", "b", "amount", "n"})
+	rel.NoteParams("INSERT ...", []string{"id", "Code", "b", "amount", "n"})
 	q := &queuedStmt{op: opInsert, rel: rel, sql: "INSERT ..."}
 	param := func(code, msg, where string) error {
 		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Where: where}
@@ -66,7 +66,7 @@ func TestWithColumn(t *testing.T) {
 		{"not a server error", q, errors.New("value too long for type character varying(3)"), ""},
 		{"no statement", nil, pg("22001", "value too long for type character varying(3)", ""), ""},
 		{"no relation", &queuedStmt{op: opCommit}, pg("22001", "value too long for type character varying(3)", ""), ""},
-		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relEntry{rel: rel.rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relEntry{Rel: rel.Rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
 	} {
 		got := withColumn(c.q, c.err)
 		if c.want == "" {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestCompactionRowSources applies multi-row INSERT, UPDATE and DELETE
-// statements whose values travel in text[] parameters (compact_rows.go),
+// statements whose values travel in text[] parameters (internal/compact/rows.go),
 // with the values that are hard to carry that way: quotes, backslashes,
 // braces, commas, the word NULL, empty strings and real NULLs, arrays
 // (which must not be flattened), a type whose array delimiter is ';', a

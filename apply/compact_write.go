@@ -10,28 +10,28 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// writeOut writes the net changes out (compact.go keeps them): per table, the
+// writeOut writes the net changes out (internal/compact keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
-// whose rows come from a row source (compact_rows.go), or a long run of
+// whose rows come from a row source (internal/compact/rows.go), or a long run of
 // inserts as one COPY (target_copy.go).
 //
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
 // is deleted, then inserted), and empties the compactor. Each table's own
 // changes keep that order; the order between tables does not matter (see
-// compact.go), and the inserts come last so that the COPYs among them cut
+// internal/compact), and the inserts come last so that the COPYs among them cut
 // the batch in as few places as possible.
 func (a *applier) writeOut(ctx context.Context) error {
 	c := a.net
-	if c.n == 0 {
+	if c.N == 0 {
 		return nil
 	}
-	inserts := make([][]*netRow, len(c.tables))
-	for n, t := range c.tables {
+	inserts := make([][]*netRow, len(c.Tables))
+	for n, t := range c.Tables {
 		var dels, ups []*netRow
-		for _, k := range t.order {
-			r := t.rows[k]
-			switch r.kind {
+		for _, k := range t.Order {
+			r := t.Rows[k]
+			switch r.Kind {
 			case netDelete:
 				dels = append(dels, r)
 			case netUpdate:
@@ -43,50 +43,27 @@ func (a *applier) writeOut(ctx context.Context) error {
 				inserts[n] = append(inserts[n], r)
 			}
 		}
-		if err := a.writeDeletes(ctx, t.e, dels); err != nil {
+		if err := a.writeDeletes(ctx, t.E, dels); err != nil {
 			return err
 		}
-		if err := a.writeUpdates(ctx, t.e, ups); err != nil {
-			return err
-		}
-	}
-	for n, t := range c.tables {
-		if err := a.writeInserts(ctx, t.e, inserts[n]); err != nil {
+		if err := a.writeUpdates(ctx, t.E, ups); err != nil {
 			return err
 		}
 	}
-	c.tables, c.arena, c.n = c.tables[:0], c.arena[:0], 0
-	clear(c.byRel)
-	return nil
-}
-
-// chunkSizes are the row counts of multi-row statements; a run is written
-// in the largest chunks first, so that each table needs few statements.
-var chunkSizes = []int{256, 32, 4, 1}
-
-// chunks calls fn for consecutive chunks of rows, each of a size from
-// chunkSizes that also keeps the parameter count under PostgreSQL's limit.
-func chunks(rows []*netRow, perRow int, fn func([]*netRow) error) error {
-	for len(rows) > 0 {
-		n := 1
-		for _, s := range chunkSizes {
-			if s <= len(rows) && s*perRow <= 65535 {
-				n = s
-				break
-			}
-		}
-		if err := fn(rows[:n]); err != nil {
+	for n, t := range c.Tables {
+		if err := a.writeInserts(ctx, t.E, inserts[n]); err != nil {
 			return err
 		}
-		rows = rows[n:]
 	}
+	c.Tables, c.Arena, c.N = c.Tables[:0], c.Arena[:0], 0
+	clear(c.ByRel)
 	return nil
 }
 
 func (a *applier) addCell(x cell) {
-	a.params = append(a.params, a.net.bytes(x))
+	a.params = append(a.params, a.net.Bytes(x))
 	f := int16(0)
-	if x.kind == protocol.ColumnBinary {
+	if x.Kind == protocol.ColumnBinary {
 		f = 1
 	}
 	a.formats = append(a.formats, f)
@@ -94,7 +71,7 @@ func (a *applier) addCell(x cell) {
 
 // multiStatement returns the prepared statement of a multi-row shape.
 func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
-	if sd, ok := e.stmts[shape]; ok {
+	if sd, ok := e.Stmts[shape]; ok {
 		return sd, nil
 	}
 	sql, oids := build()
@@ -103,37 +80,18 @@ func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, sh
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
-	e.stmts[shape] = sd
+	e.Stmts[shape] = sd
 	return sd, nil
-}
-
-// valuesList writes n rows of cols placeholders: ($1, $2), ($3, $4), ...
-func valuesList(b *strings.Builder, n, cols, first int) {
-	p := first
-	for r := 0; r < n; r++ {
-		if r > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('(')
-		for c := 0; c < cols; c++ {
-			if c > 0 {
-				b.WriteString(", ")
-			}
-			writeParam(b, p)
-			p++
-		}
-		b.WriteByte(')')
-	}
 }
 
 // keyMatch writes the join of the target's key columns with v's first
 // columns.
 func keyMatch(b *strings.Builder, e *relEntry) {
-	for n, i := range e.key {
+	for n, i := range e.Key {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
-		tc := e.target.Columns[e.tcol[i]]
+		tc := e.Target.Columns[e.Tcol[i]]
 		b.WriteString("_t.")
 		b.WriteString(quoteIdent(tc.Name))
 		if tc.EqSchema != "" {
@@ -147,8 +105,8 @@ func keyMatch(b *strings.Builder, e *relEntry) {
 
 func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var cols []int // source columns written
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 {
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 {
 			cols = append(cols, i)
 		}
 	}
@@ -169,20 +127,20 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 	arrays, bin, each := rowForm(e, rows)
 	var arrs, elems []uint32
 	if arrays {
-		arrs = e.arrayTypes(nil, cols, func(n int) bool { return bin.image[cols[n]] })
-		elems = e.elemTypes(nil, cols, arrs)
+		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.Image[cols[n]] })
+		elems = e.ElemTypes(nil, cols, arrs)
 	}
 	return each(rows, len(cols), func(rs []*netRow) error {
 		sd, err := a.multiStatement(ctx, e, opInsert, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
-			b.WriteString("INSERT INTO " + e.target.Quoted + " (")
+			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
 			var oids []uint32
 			var types []string
 			for n, i := range cols {
 				if n > 0 {
 					b.WriteString(", ")
 				}
-				tc := e.target.Columns[e.tcol[i]]
+				tc := e.Target.Columns[e.Tcol[i]]
 				b.WriteString(quoteIdent(tc.Name))
 				oids = append(oids, tc.TypeOID)
 				types = append(types, tc.CastType)
@@ -197,9 +155,9 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		a.params, a.formats = a.params[:0], a.formats[:0]
 		for _, r := range rs {
 			for _, i := range cols {
-				x := r.image[i]
-				if x.kind == protocol.ColumnUnchanged {
-					x.kind = protocol.ColumnNull // as PostgreSQL does for an INSERT
+				x := r.Image[i]
+				if x.Kind == protocol.ColumnUnchanged {
+					x.Kind = protocol.ColumnNull // as PostgreSQL does for an INSERT
 				}
 				a.addCell(x)
 			}
@@ -224,7 +182,7 @@ func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	if !ok {
 		return false
 	}
-	a.sess.queueCopy(e, sql, a.net.copyData(nil, rows, cols, format))
+	a.sess.queueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
 	a.Stats.Inserts.Add(int64(len(rows)))
 	a.Stats.CopiedRows.Add(int64(len(rows)))
 	return true
@@ -234,15 +192,15 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 	// Rows whose images hold unchanged TOAST values need SET lists without
 	// those columns: rows are written in runs of the same set of columns
 	// (their order does not matter: every row has its own key), each in
-	// key order (compact_order.go).
-	a.net.sortByKey(rows)
+	// key order (internal/compact/order.go).
+	a.net.SortByKey(rows)
 	var order []string
 	runs := map[string][]*netRow{}
 	for _, r := range rows {
-		m := make([]byte, len(r.image))
-		for i, x := range r.image {
+		m := make([]byte, len(r.Image))
+		for i, x := range r.Image {
 			m[i] = '0'
-			if x.kind == protocol.ColumnUnchanged {
+			if x.Kind == protocol.ColumnUnchanged {
 				m[i] = '1'
 			}
 		}
@@ -263,9 +221,9 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 // writeUpdateRun writes updates whose images leave out the same columns.
 func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
 	var set []int
-	mask := make([]byte, 0, len(e.rel.Columns))
-	for i := range e.rel.Columns {
-		if e.tcol[i] >= 0 && rows[0].image[i].kind != protocol.ColumnUnchanged {
+	mask := make([]byte, 0, len(e.Rel.Columns))
+	for i := range e.Rel.Columns {
+		if e.Tcol[i] >= 0 && rows[0].Image[i].Kind != protocol.ColumnUnchanged {
 			set = append(set, i)
 			mask = append(mask, '1')
 		} else {
@@ -275,7 +233,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	if len(set) == 0 {
 		return nil // nothing to write: every column is unchanged
 	}
-	per := len(e.key) + len(set)
+	per := len(e.Key) + len(set)
 	conflict, fail := a.wraps('U')
 	width := per
 	if conflict != "" {
@@ -289,19 +247,19 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 			if conflict != "" {
 				b.WriteString("WITH _w AS (")
 			}
-			b.WriteString("UPDATE " + e.target.Quoted + " AS _t SET ")
+			b.WriteString("UPDATE " + e.Target.Quoted + " AS _t SET ")
 			for n, i := range set {
 				if n > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString(quoteIdent(e.target.Columns[e.tcol[i]].Name))
-				b.WriteString(" = _v.column" + strconv.Itoa(len(e.key)+n+1))
+				b.WriteString(quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
+				b.WriteString(" = _v.column" + strconv.Itoa(len(e.Key)+n+1))
 			}
 			b.WriteString(" FROM (")
 			writeRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
-			oids := e.typeOIDs(set, e.typeOIDs(e.key, nil))
+			oids := e.TypeOIDs(set, e.TypeOIDs(e.Key, nil))
 			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, oids, arrs)
 		})
 		if err != nil {
@@ -314,8 +272,8 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 }
 
 func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
-	a.net.sortByKey(rows)
-	per := len(e.key)
+	a.net.SortByKey(rows)
+	per := len(e.Key)
 	conflict, fail := a.wraps('D')
 	width := per
 	if conflict != "" {
@@ -329,11 +287,11 @@ func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 			if conflict != "" {
 				b.WriteString("WITH _w AS (")
 			}
-			b.WriteString("DELETE FROM " + e.target.Quoted + " AS _t USING (")
+			b.WriteString("DELETE FROM " + e.Target.Quoted + " AS _t USING (")
 			writeRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.typeOIDs(e.key, nil), arrs)
+			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.TypeOIDs(e.Key, nil), arrs)
 		})
 		if err != nil {
 			return err
@@ -384,7 +342,7 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 	b.WriteString(" FROM (")
 	writeRowSource(b, arrays, rows, types, arrs)
 	b.WriteString(") AS _v WHERE (SELECT pg_catalog.count(*) FROM _w) < " + given)
-	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.target.Quoted + " AS _t WHERE ")
+	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _t WHERE ")
 	keyMatch(b, e)
 	b.WriteString(")")
 	if fail {
@@ -401,9 +359,9 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
 	arrays, bin, each := rowForm(e, rows)
 	if arrays {
-		arrs = e.arrayTypes(nil, e.key, func(n int) bool { return bin.key[n] })
-		arrs = e.arrayTypes(arrs, set, func(n int) bool { return bin.image[set[n]] })
-		elems = e.elemTypes(e.elemTypes(nil, e.key, arrs), set, arrs[len(e.key):])
+		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.Key[n] })
+		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.Image[set[n]] })
+		elems = e.ElemTypes(e.ElemTypes(nil, e.Key, arrs), set, arrs[len(e.Key):])
 	}
 	return arrays, arrs, elems, each
 }
@@ -412,7 +370,7 @@ func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems
 // DELETE: the key columns, the set columns, and the key as text when the
 // statement records conflicts.
 func keyedTypes(e *relEntry, set []int, keyText bool) []string {
-	types := e.typeNames(set, e.typeNames(e.key, nil))
+	types := e.TypeNames(set, e.TypeNames(e.Key, nil))
 	if keyText {
 		types = append(types, "pg_catalog.text")
 	}
@@ -427,11 +385,11 @@ func keyedTypes(e *relEntry, set []int, keyText bool) []string {
 func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for _, r := range rs {
-		for _, x := range r.key {
+		for _, x := range r.Key {
 			a.addCell(x)
 		}
 		for _, i := range set {
-			a.addCell(r.image[i])
+			a.addCell(r.Image[i])
 		}
 		if keyText {
 			a.addKeyText(e, r)
@@ -465,17 +423,17 @@ func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescrip
 // record, as a parameter; the text lives in the compactor's arena.
 func (a *applier) addKeyText(e *relEntry, r *netRow) {
 	c := a.net
-	start := len(c.arena)
-	for j, i := range e.key {
+	start := len(c.Arena)
+	for j, i := range e.Key {
 		if j > 0 {
-			c.arena = append(c.arena, ", "...)
+			c.Arena = append(c.Arena, ", "...)
 		}
-		c.arena = append(c.arena, e.rel.Columns[i].Name...)
-		c.arena = append(c.arena, '=')
-		x := r.key[j]
-		c.arena = appendValue(c.arena, &protocol.TupleColumn{Kind: x.kind, Data: c.bytes(x)})
+		c.Arena = append(c.Arena, e.Rel.Columns[i].Name...)
+		c.Arena = append(c.Arena, '=')
+		x := r.Key[j]
+		c.Arena = appendValue(c.Arena, &protocol.TupleColumn{Kind: x.Kind, Data: c.Bytes(x)})
 	}
-	a.params = append(a.params, c.arena[start:len(c.arena):len(c.arena)])
+	a.params = append(a.params, c.Arena[start:len(c.Arena):len(c.Arena)])
 	a.formats = append(a.formats, 0)
 }
 
@@ -489,14 +447,14 @@ func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
 			dst = append(dst, "..."...)
 			break
 		}
-		for j, i := range e.key {
+		for j, i := range e.Key {
 			if j > 0 {
 				dst = append(dst, ", "...)
 			}
-			dst = append(dst, e.rel.Columns[i].Name...)
+			dst = append(dst, e.Rel.Columns[i].Name...)
 			dst = append(dst, '=')
-			x := r.key[j]
-			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.kind, Data: a.net.bytes(x)})
+			x := r.Key[j]
+			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.Kind, Data: a.net.Bytes(x)})
 		}
 	}
 	return dst

@@ -290,7 +290,7 @@ func (a *applier) conflicted(q *queuedStmt, key string) {
 	if q.conflict == ConflictUpdateMissing || q.conflict == ConflictDeleteMissing {
 		a.Stats.MissingRows.Add(1)
 	}
-	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.logName()).
+	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.LogName()).
 		Str("key", key).Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).Msg("conflict")
 }
 
@@ -312,13 +312,13 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 	switch kind {
 	case 'I':
 		var keyCols, cols []string
-		for i := range e.rel.Columns {
-			if e.tcol[i] < 0 {
+		for i := range e.Rel.Columns {
+			if e.Tcol[i] < 0 {
 				continue
 			}
-			c := quoteIdent(e.target.Columns[e.tcol[i]].Name)
+			c := quoteIdent(e.Target.Columns[e.Tcol[i]].Name)
 			cols = append(cols, c)
-			if e.rel.Columns[i].IsKey() && e.rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
+			if e.Rel.Columns[i].IsKey() && e.Rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
 				keyCols = append(keyCols, c)
 			}
 		}
@@ -330,18 +330,18 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 	case 'U':
 		full := true
 		var cols []string
-		for i := range e.rel.Columns {
-			if e.tcol[i] < 0 {
+		for i := range e.Rel.Columns {
+			if e.Tcol[i] < 0 {
 				continue
 			}
 			if set.Columns[i].Kind == protocol.ColumnUnchanged {
 				full = false
 			}
-			cols = append(cols, quoteIdent(e.target.Columns[e.tcol[i]].Name))
+			cols = append(cols, quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
 		}
 		if a.policies[ConflictUpdateMissing] == PolicyApply && full {
 			// The SET parameters are the whole new row: insert it from them.
-			sql = wrapUpdateApply(sql, e.target.Quoted, cols, 1, first)
+			sql = wrapUpdateApply(sql, e.Target.Quoted, cols, 1, first)
 		} else {
 			sql = wrapMissing(sql, ConflictUpdateMissing, first, fail)
 		}
@@ -367,7 +367,7 @@ func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.Stateme
 // column under REPLICA IDENTITY FULL) for messages and records.
 func (a *applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
 	n := 0
-	for i, c := range e.rel.Columns {
+	for i, c := range e.Rel.Columns {
 		if !c.IsKey() || i >= len(t.Columns) {
 			continue
 		}
@@ -385,10 +385,10 @@ func (a *applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData)
 // keyMoves reports whether an UPDATE moves a row onto another replica
 // identity key (the only case of update_exists that is recognised).
 func keyMoves(e *relEntry, m *protocol.Update) bool {
-	if m.OldKind != protocol.TupleOldKey || e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull {
+	if m.OldKind != protocol.TupleOldKey || e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull {
 		return false
 	}
-	for _, i := range e.key {
+	for _, i := range e.Key {
 		o, n := &m.Old.Columns[i], &m.New.Columns[i]
 		if o.Kind != n.Kind || string(o.Data) != string(n.Data) {
 			return true
@@ -401,11 +401,11 @@ func keyMoves(e *relEntry, m *protocol.Update) bool {
 // from first on.
 func newKeyMatch(b *strings.Builder, e *relEntry, alias string, first int) []uint32 {
 	var oids []uint32
-	for n, i := range e.key {
+	for n, i := range e.Key {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
-		tc := e.target.Columns[e.tcol[i]]
+		tc := e.Target.Columns[e.Tcol[i]]
 		b.WriteString(alias + quoteIdent(tc.Name))
 		if tc.EqSchema != "" {
 			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
@@ -423,7 +423,7 @@ func newKeyMatch(b *strings.Builder, e *relEntry, alias string, first int) []uin
 func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
 	var b strings.Builder
 	b.WriteString(sql)
-	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.target.Quoted + " AS _o WHERE ")
+	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _o WHERE ")
 	keyOIDs := newKeyMatch(&b, e, "_o.", len(oids)+1)
 	b.WriteString(")")
 	return b.String(), append(oids, keyOIDs...)
@@ -436,13 +436,13 @@ func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
 func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protocol.Update) error {
 	policy := a.policies[ConflictUpdateExists]
 	shape := "xE" + policy
-	sd, ok := e.stmts[shape]
+	sd, ok := e.Stmts[shape]
 	if !ok {
 		var b strings.Builder
 		if policy == PolicyApply {
-			b.WriteString("WITH _x AS (DELETE FROM " + e.target.Quoted + " AS _o WHERE ")
+			b.WriteString("WITH _x AS (DELETE FROM " + e.Target.Quoted + " AS _o WHERE ")
 		} else {
-			b.WriteString("WITH _x AS (SELECT 1 FROM " + e.target.Quoted + " AS _o WHERE ")
+			b.WriteString("WITH _x AS (SELECT 1 FROM " + e.Target.Quoted + " AS _o WHERE ")
 		}
 		oids := newKeyMatch(&b, e, "_o.", 1)
 		if policy == PolicyApply {
@@ -457,10 +457,10 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protoco
 		if sd, err = a.sess.statementFor(ctx, b.String(), oids); err != nil {
 			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpUpdate, Err: fmt.Errorf("preparing the statement: %w", err)}
 		}
-		e.stmts[shape] = sd
+		e.Stmts[shape] = sd
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	for _, i := range e.key {
+	for _, i := range e.Key {
 		a.addParam(&m.New.Columns[i])
 	}
 	keyStart := len(a.queue.keys)

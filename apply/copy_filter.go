@@ -182,11 +182,11 @@ func (f *copyFilter) filter(a *applier, msg protocol.Message) protocol.Message {
 // holds reports whether the copy of relation relid holds the changes of
 // the open transaction.
 func (f *copyFilter) holds(a *applier, relid uint32) bool {
-	e := a.rels.rels[relid]
+	e := a.rels.Rels[relid]
 	if e == nil {
 		return false // the applier reports the missing Relation message
 	}
-	t := f.tables[relName{sourceSchema(e.rel.Namespace), e.rel.Name}]
+	t := f.tables[relName{sourceSchema(e.Rel.Namespace), e.Rel.Name}]
 	return t != nil && a.txn.finalLSN < t.lsn && t.snap.visible(a.txn.xid)
 }
 

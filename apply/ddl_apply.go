@@ -297,11 +297,11 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 // change of each maps it again from the target's catalog.
 func (a *applier) forgetRelations(ctx context.Context) {
 	var names []string
-	for _, e := range a.rels.rels {
-		for _, sd := range e.stmts {
+	for _, e := range a.rels.Rels {
+		for _, sd := range e.Stmts {
 			names = append(names, "DEALLOCATE "+quoteIdent(sd.Name))
 		}
-		a.rels.rels[e.rel.RelationID] = &relEntry{rel: e.rel}
+		a.rels.Rels[e.Rel.RelationID] = &relEntry{Rel: e.Rel}
 	}
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them

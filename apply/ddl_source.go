@@ -14,7 +14,7 @@ import (
 // so (by OID, whatever its name now). Answers are kept for the session.
 func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	d := a.ddl
-	if _, ok := a.rels.rels[oid]; ok {
+	if _, ok := a.rels.Rels[oid]; ok {
 		return true, nil
 	}
 	if p, ok := d.oids[oid]; ok {

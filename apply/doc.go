@@ -45,14 +45,14 @@
 // executor start-up per statement, and a round trip per batch. Winning that
 // back is doing less per change on the target, so consecutive small source
 // transactions share one target transaction (group.go), a group's changes
-// are reduced to their net effect per row (compact.go), and each table's
-// net inserts, updates and deletes become one statement each whose rows
-// arrive as binary text[] parameters (compact_rows.go), except a long run
-// of inserts, which goes as one COPY (target_copy.go): the target then
-// writes rows to the heap many at a time, and an inserted row costs it
-// about a third less; the rows of an update or delete come in key order
-// (compact_order.go), so the target's index lookups stay on neighbouring
-// pages. Groups and write-outs
+// are reduced to their net effect per row (internal/compact), and each
+// table's net inserts, updates and deletes become one statement each whose
+// rows arrive as binary text[] parameters (internal/compact/rows.go),
+// except a long run of inserts, which goes as one COPY (target_copy.go):
+// the target then writes rows to the heap many at a time, and an inserted
+// row costs it about a third less; the rows of an update or delete come in
+// key order (internal/compact/order.go), so the target's index lookups stay
+// on neighbouring pages. Groups and write-outs
 // are large (10,000 transactions, 20,000 rows), since the cost that remains
 // is per statement, and target connections use generic plans
 // (plan_cache_mode), so a statement is planned once, not at every
@@ -157,12 +157,18 @@
 //   - The target: applier_target.go (target and tableCatalog, what the
 //     applier needs), target.go (the pipelined session, the real target),
 //     target_calls.go (its calls outside a batch), target_copy.go (COPY
-//     in a batch), statements.go, sqlbuild.go, catalog.go, relcache.go,
-//     registry.go (the walapply schema), registry_read.go (ReadRegistered,
-//     for walapply status), errors.go, errdetail.go,
-//     valuecheck.go (which column a rejected value is in).
-//   - Compaction: compact.go (net state), compact_write.go (write-out),
-//     compact_rows.go (rows as array parameters), compact_order.go.
+//     in a batch), statements.go (a change's prepared statement),
+//     relcache.go (applier.relation), registry.go (the walapply schema),
+//     registry_read.go (ReadRegistered, for walapply status), errors.go,
+//     errdetail.go, valuecheck.go (which column a rejected value is in).
+//   - Compaction: compact_write.go (write-out), compact_apply.go (which
+//     tables compact; rows packed into array parameters).
+//   - Packages under internal/ (no cycles between them and apply): sqlgen
+//     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
+//     locator), relmap (relation mapping: relmap.Cache, relmap.Entry, the
+//     target catalog lookups), compact (the net state of a group, key
+//     order, multi-row row sources and chunks). internal_aliases.go keeps
+//     their old names in apply while other branches merge (transitional).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,

@@ -112,10 +112,10 @@ var fakeArrayTypes = map[uint32]uint32{16: 1000, 20: 1016, 23: 1007, 25: 1009, 1
 func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
 	schema := sourceSchema(rel.Namespace)
 	t := &targetTable{OID: rel.RelationID, Schema: schema, Name: rel.Name, Quoted: quoteQualified(schema, rel.Name),
-		byName: map[string]int{}, UniqueCols: map[string]bool{}}
+		ByName: map[string]int{}, UniqueCols: map[string]bool{}}
 	for _, col := range rel.Columns {
 		name := fakeTypeNames[col.TypeOID]
-		t.byName[col.Name] = len(t.Columns)
+		t.ByName[col.Name] = len(t.Columns)
 		t.Columns = append(t.Columns, targetColumn{Name: col.Name, TypeOID: col.TypeOID, TypeName: name, CastType: name,
 			ArrayOID: fakeArrayTypes[col.TypeOID], HasEq: col.TypeOID != 114})
 		if col.IsKey() && rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
@@ -127,7 +127,7 @@ func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
 	return t
 }
 
-func (c *fakeCatalog) lookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
+func (c *fakeCatalog) LookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
 	t, ok := c.tables[schema+"."+name]
 	return t, ok, nil
 }

@@ -90,8 +90,8 @@ var copyColumnRE = regexp.MustCompile(`^COPY .*, line \d+, column (.+?)(?:: |$)`
 // otherwise.
 func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 	if m := copyColumnRE.FindStringSubmatch(pgErr.Where); m != nil {
-		for i, ti := range q.rel.tcol {
-			if ti >= 0 && q.rel.target.Columns[ti].Name == m[1] {
+		for i, ti := range q.rel.Tcol {
+			if ti >= 0 && q.rel.Target.Columns[ti].Name == m[1] {
 				return i
 			}
 		}
@@ -102,12 +102,12 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 		return -1
 	}
 	n, err := strconv.Atoi(m[1])
-	names := q.rel.params[q.sql]
+	names := q.rel.Params[q.sql]
 	if err != nil || n < 1 || n > len(names) {
 		return -1
 	}
-	for i, c := range q.rel.rel.Columns {
-		if c.Name == names[n-1] && q.rel.tcol[i] >= 0 {
+	for i, c := range q.rel.Rel.Columns {
+		if c.Name == names[n-1] && q.rel.Tcol[i] >= 0 {
 			return i
 		}
 	}
@@ -126,12 +126,12 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 func withColumn(q *queuedStmt, err error) error {
 	var pgErr *pgconn.PgError
 	var named *columnError
-	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) ||
+	if q == nil || q.rel == nil || q.rel.Target == nil || !errors.As(err, &pgErr) ||
 		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") || errors.As(err, &named) {
 		return err
 	}
 	if col := paramColumn(q, pgErr); col >= 0 {
-		return &columnError{columns: []string{quoteIdent(q.rel.rel.Columns[col].Name)}, typ: q.rel.target.Columns[q.rel.tcol[col]].TypeName, err: err}
+		return &columnError{columns: []string{quoteIdent(q.rel.Rel.Columns[col].Name)}, typ: q.rel.Target.Columns[q.rel.Tcol[col]].TypeName, err: err}
 	}
 	typ := ""
 	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {
@@ -143,8 +143,8 @@ func withColumn(q *queuedStmt, err error) error {
 		return err
 	}
 	var cols []string
-	for i, sc := range q.rel.rel.Columns {
-		if ti := q.rel.tcol[i]; ti >= 0 && q.rel.target.Columns[ti].TypeName == typ {
+	for i, sc := range q.rel.Rel.Columns {
+		if ti := q.rel.Tcol[i]; ti >= 0 && q.rel.Target.Columns[ti].TypeName == typ {
 			cols = append(cols, quoteIdent(sc.Name))
 		}
 	}

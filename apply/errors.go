@@ -176,7 +176,7 @@ func isOtherUnique(rel *relEntry, err error) bool {
 		return false
 	}
 	var key []string
-	for _, c := range rel.rel.Columns {
+	for _, c := range rel.Rel.Columns {
 		if c.IsKey() {
 			key = append(key, c.Name)
 		}

@@ -105,11 +105,11 @@ func (w *tableWatch) syncing(a *applier, relid uint32) *tableSync {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}
-	e := a.rels.rels[relid]
+	e := a.rels.Rels[relid]
 	if e == nil {
 		return nil
 	}
-	return w.syncs.tables[relName{sourceSchema(e.rel.Namespace), e.rel.Name}]
+	return w.syncs.tables[relName{sourceSchema(e.Rel.Namespace), e.Rel.Name}]
 }
 
 // touches returns the background copy a change's table is in, and
@@ -161,7 +161,7 @@ func (w *tableWatch) relationChanged(a *applier, rel *protocol.Relation) error {
 	if w.syncs.tables[n] == nil {
 		return nil
 	}
-	if e := a.rels.rels[rel.RelationID]; e != nil && !sameRelation(e.rel, rel) {
+	if e := a.rels.Rels[rel.RelationID]; e != nil && !sameRelation(e.Rel, rel) {
 		return &newTablesError{tables: []relName{n}}
 	}
 	return nil

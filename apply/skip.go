@@ -166,7 +166,7 @@ func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	var b strings.Builder
 	recordInsert(&b, kind, resolution, 1, "$3")
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	a.appendRecordParams(&relEntry{rel: &protocol.Relation{}}, key)
+	a.appendRecordParams(&relEntry{Rel: &protocol.Relation{}}, key)
 	a.params[1] = nil // no relation
 	if key == nil {
 		a.params[2] = nil

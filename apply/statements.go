@@ -17,13 +17,13 @@ import (
 func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
 	shape := append(a.shape[:0], kind)
 	if set != nil {
-		shape = appendMask(shape, len(e.rel.Columns), func(i int) bool {
-			return e.tcol[i] >= 0 && set.Columns[i].Kind != protocol.ColumnUnchanged
+		shape = appendMask(shape, len(e.Rel.Columns), func(i int) bool {
+			return e.Tcol[i] >= 0 && set.Columns[i].Kind != protocol.ColumnUnchanged
 		})
 	}
 	if match != nil {
 		j := 0
-		shape = appendMask(shape, len(e.rel.Columns), func(i int) bool {
+		shape = appendMask(shape, len(e.Rel.Columns), func(i int) bool {
 			if j < len(match) && match[j] == i {
 				j++
 				return true
@@ -32,7 +32,7 @@ func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 		})
 	}
 	a.shape = shape
-	if sd, ok := e.stmts[string(shape)]; ok {
+	if sd, ok := e.Stmts[string(shape)]; ok {
 		return sd, nil
 	}
 	base := kind
@@ -49,8 +49,8 @@ func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: opOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
-	e.stmts[string(shape)] = sd
-	e.noteParams(sql, names)
+	e.Stmts[string(shape)] = sd
+	e.NoteParams(sql, names)
 	return sd, nil
 }
 
@@ -76,18 +76,18 @@ func appendMask(dst []byte, n int, bit func(i int) bool) []byte {
 // target types of its parameters and the source column each parameter
 // carries (for errors: withColumn), in parameter order.
 func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32, []string) {
-	t := e.target
+	t := e.Target
 	var cols, names []string
 	var oids []uint32
-	for i := range e.rel.Columns {
-		ti := e.tcol[i]
+	for i := range e.Rel.Columns {
+		ti := e.Tcol[i]
 		if ti < 0 {
 			continue
 		}
 		if kind == 'I' || (kind == 'U' && set.Columns[i].Kind != protocol.ColumnUnchanged) {
 			cols = append(cols, quoteIdent(t.Columns[ti].Name))
 			oids = append(oids, t.Columns[ti].TypeOID)
-			names = append(names, e.rel.Columns[i].Name)
+			names = append(names, e.Rel.Columns[i].Name)
 		}
 	}
 	if kind == 'I' {
@@ -95,10 +95,10 @@ func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int
 	}
 	m := make([]matchColumn, 0, len(match))
 	for _, i := range match {
-		tc := t.Columns[e.tcol[i]]
+		tc := t.Columns[e.Tcol[i]]
 		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full, OpSchema: tc.EqSchema})
 		oids = append(oids, tc.TypeOID)
-		names = append(names, e.rel.Columns[i].Name)
+		names = append(names, e.Rel.Columns[i].Name)
 	}
 	if kind == 'U' {
 		return buildUpdate(t.Quoted, cols, m, full, t.Partition), oids, names

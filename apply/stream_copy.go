@@ -58,11 +58,11 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 // are in that format or NULL, else 0. A tuple of NULLs alone fits want
 // (0: text).
 func copyFormat(e *relEntry, t *protocol.TupleData, want byte) byte {
-	if len(t.Columns) != len(e.rel.Columns) {
+	if len(t.Columns) != len(e.Rel.Columns) {
 		return 0 // the ordinary path reports it
 	}
 	for i := range t.Columns {
-		if e.tcol[i] < 0 {
+		if e.Tcol[i] < 0 {
 			continue
 		}
 		var ok bool
@@ -100,20 +100,20 @@ var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\
 // is false when inserts into the relation cannot go by COPY: no column is
 // written, or the table has row-level security enabled (see copyRun).
 func copySQL(e *relEntry, format byte) (sql string, ok bool) {
-	if e.target.RowSecurity {
+	if e.Target.RowSecurity {
 		return "", false
 	}
 	var b strings.Builder
 	b.WriteString("COPY ")
-	b.WriteString(e.target.Quoted)
+	b.WriteString(e.Target.Quoted)
 	b.WriteString(" (")
 	n := 0
-	for i := range e.rel.Columns {
-		if ti := e.tcol[i]; ti >= 0 {
+	for i := range e.Rel.Columns {
+		if ti := e.Tcol[i]; ti >= 0 {
 			if n > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(e.target.Columns[ti].Name))
+			b.WriteString(quoteIdent(e.Target.Columns[ti].Name))
 			n++
 		}
 	}
@@ -201,7 +201,7 @@ func (c *copyRun) encode(t *protocol.TupleData) {
 	b := c.buf
 	first := true
 	for i := range t.Columns {
-		if c.e.tcol[i] < 0 {
+		if c.e.Tcol[i] < 0 {
 			continue
 		}
 		if !first {
@@ -243,13 +243,13 @@ func (c *copyRun) encodeBinary(t *protocol.TupleData) {
 	b := c.buf
 	n := 0
 	for i := range t.Columns {
-		if c.e.tcol[i] >= 0 {
+		if c.e.Tcol[i] >= 0 {
 			n++
 		}
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(n))
 	for i := range t.Columns {
-		if c.e.tcol[i] < 0 {
+		if c.e.Tcol[i] < 0 {
 			continue
 		}
 		col := &t.Columns[i]

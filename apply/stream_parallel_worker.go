@@ -107,7 +107,7 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 		conn.Close(ctx)
 		return nil, err
 	}
-	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.binary, 0)
+	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.Binary, 0)
 	wa.name, wa.policies = main.name, main.policies
 	// The machine stays "inside a transaction", for changeNet.
 	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
@@ -307,7 +307,7 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 	}
 	switch m := msg.(type) {
 	case *protocol.Relation:
-		if a.net.hasRelation(m.RelationID) {
+		if a.net.HasRelation(m.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
 			}

@@ -216,7 +216,7 @@ func (a *applier) dropSpilled(xid uint32) error {
 // unchanged description keeps the cached entry, with its target mapping and
 // prepared statements, instead of preparing them all again.
 func (a *applier) putStreamedRelation(rel *protocol.Relation) {
-	if e := a.rels.rels[rel.RelationID]; e != nil && sameRelation(e.rel, rel) {
+	if e := a.rels.Rels[rel.RelationID]; e != nil && sameRelation(e.Rel, rel) {
 		return
 	}
 	a.rels.PutRelation(rel)

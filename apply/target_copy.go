@@ -136,7 +136,7 @@ func copyFormatOf(rows []*netRow, cols []int) byte {
 	for _, r := range rows {
 		for _, i := range cols {
 			var ok bool
-			if want, ok = foldCopyFormat(want, r.image[i].kind); !ok {
+			if want, ok = foldCopyFormat(want, r.Image[i].Kind); !ok {
 				return 0
 			}
 		}
@@ -147,7 +147,7 @@ func copyFormatOf(rows []*netRow, cols []int) byte {
 // copyData encodes rows for COPY in format: text rows escaped as COPY's
 // text format requires (copyRun.encode), or binary rows of send-format
 // values (copyRun.encodeBinary), NULL for NULL and unchanged TOAST values.
-func (c *compactor) copyData(dst []byte, rows []*netRow, cols []int, format byte) []byte {
+func copyData(c *compactor, dst []byte, rows []*netRow, cols []int, format byte) []byte {
 	if format == protocol.ColumnBinary {
 		dst = append(dst, copyBinaryHeader...)
 	}
@@ -156,24 +156,24 @@ func (c *compactor) copyData(dst []byte, rows []*netRow, cols []int, format byte
 			dst = binary.BigEndian.AppendUint16(dst, uint16(len(cols)))
 		}
 		for n, i := range cols {
-			x := r.image[i]
+			x := r.Image[i]
 			if format == protocol.ColumnBinary {
-				if x.kind != protocol.ColumnBinary {
+				if x.Kind != protocol.ColumnBinary {
 					dst = binary.BigEndian.AppendUint32(dst, 0xffffffff)
 					continue
 				}
-				dst = binary.BigEndian.AppendUint32(dst, uint32(x.len))
-				dst = append(dst, c.bytes(x)...)
+				dst = binary.BigEndian.AppendUint32(dst, uint32(x.Len))
+				dst = append(dst, c.Bytes(x)...)
 				continue
 			}
 			if n > 0 {
 				dst = append(dst, '\t')
 			}
-			if x.kind != protocol.ColumnText {
+			if x.Kind != protocol.ColumnText {
 				dst = append(dst, '\\', 'N')
 				continue
 			}
-			dst = appendCopyText(dst, c.bytes(x))
+			dst = appendCopyText(dst, c.Bytes(x))
 		}
 		if format != protocol.ColumnBinary {
 			dst = append(dst, '\n')

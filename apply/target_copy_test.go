@@ -11,9 +11,9 @@ import (
 func copyRows(c *compactor, tuples ...[]protocol.TupleColumn) []*netRow {
 	var rows []*netRow
 	for _, t := range tuples {
-		r := &netRow{kind: netInsert}
+		r := &netRow{Kind: netInsert}
 		for i := range t {
-			r.image = append(r.image, c.put(&t[i]))
+			r.Image = append(r.Image, c.Put(&t[i]))
 		}
 		rows = append(rows, r)
 	}
@@ -63,7 +63,7 @@ func TestCopyDataText(t *testing.T) {
 		[]protocol.TupleColumn{txt("2"), txt(`\N`), txt("skip"), unchanged},
 		[]protocol.TupleColumn{txt("3"), txt(""), txt("skip"), txt("ünï")},
 	)
-	got := c.copyData([]byte("prefix:"), rows, []int{0, 1, 3}, protocol.ColumnText)
+	got := copyData(c, []byte("prefix:"), rows, []int{0, 1, 3}, protocol.ColumnText)
 	want := "prefix:" +
 		"1\ta\\tb\\nc\\rd\\\\e\t\\N\n" +
 		"2\t\\\\N\t\\N\n" +
@@ -82,7 +82,7 @@ func TestCopyDataBinary(t *testing.T) {
 		[]protocol.TupleColumn{bin(0, 0, 0, 1), bin('x'), null},
 		[]protocol.TupleColumn{bin(0, 0, 0, 2), bin(), unchanged},
 	)
-	got := c.copyData(nil, rows, []int{0, 2, 1}, protocol.ColumnBinary)
+	got := copyData(c, nil, rows, []int{0, 2, 1}, protocol.ColumnBinary)
 	want := []byte("PGCOPY\n\xff\r\n\x00")
 	want = append(want, 0, 0, 0, 0, 0, 0, 0, 0) // flags, header extension length
 	want = append(want,

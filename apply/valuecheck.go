@@ -88,39 +88,39 @@ const valueProbeSQL = `SELECT pg_catalog.json_populate_record(NULL::%s, pg_catal
 // named. Otherwise err is returned unchanged.
 func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.Message, err error) error {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
+	if q == nil || q.rel == nil || q.rel.Target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
 		return err
 	}
 	e := q.rel
 	var t *protocol.TupleData
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if m.RelationID == e.rel.RelationID && q.op == opInsert {
+		if m.RelationID == e.Rel.RelationID && q.op == opInsert {
 			t = &m.New
 		}
 	case *protocol.Update:
-		if m.RelationID == e.rel.RelationID && q.op == opUpdate {
+		if m.RelationID == e.Rel.RelationID && q.op == opUpdate {
 			t = &m.New
 		}
 	}
-	if t == nil || len(t.Columns) != len(e.rel.Columns) {
+	if t == nil || len(t.Columns) != len(e.Rel.Columns) {
 		return err
 	}
 	cands := candidateColumns(q, withColumn(q, err))
 	if len(cands) == 0 {
-		for i := range e.rel.Columns {
-			if e.tcol[i] >= 0 {
+		for i := range e.Rel.Columns {
+			if e.Tcol[i] >= 0 {
 				cands = append(cands, i)
 			}
 		}
 	}
-	sql := fmt.Sprintf(valueProbeSQL, e.target.Quoted)
+	sql := fmt.Sprintf(valueProbeSQL, e.Target.Quoted)
 	for _, i := range cands {
 		c := &t.Columns[i]
 		if c.Kind != protocol.ColumnText && c.Kind != protocol.ColumnBinary {
 			continue
 		}
-		tc := e.column(i)
+		tc := e.Column(i)
 		format := int16(0)
 		if c.Kind == protocol.ColumnBinary {
 			format = 1
@@ -129,7 +129,7 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 			[]uint32{textOID, tc.TypeOID}, []int16{0, format}, nil).Close()
 		var probe *pgconn.PgError
 		if errors.As(perr, &probe) && probe.Code == pgErr.Code {
-			return &columnError{columns: []string{quoteIdent(e.rel.Columns[i].Name)}, typ: tc.TypeName,
+			return &columnError{columns: []string{quoteIdent(e.Rel.Columns[i].Name)}, typ: tc.TypeName,
 				value: a.describeValue(ctx, tc, c), err: err}
 		}
 		if perr != nil && !errors.As(perr, &probe) {
@@ -147,8 +147,8 @@ func candidateColumns(q *queuedStmt, err error) []int {
 		return nil
 	}
 	var idx []int
-	for i, c := range q.rel.rel.Columns {
-		if q.rel.tcol[i] >= 0 && slices.Contains(ce.columns, quoteIdent(c.Name)) {
+	for i, c := range q.rel.Rel.Columns {
+		if q.rel.Tcol[i] >= 0 && slices.Contains(ce.columns, quoteIdent(c.Name)) {
 			idx = append(idx, i)
 		}
 	}
@@ -246,7 +246,7 @@ func isValueError(e *pgconn.PgError) bool {
 // checked yet (checkValues): Run's retry then checks it.
 func unchecked(q *queuedStmt, err error) bool {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
+	if q == nil || q.rel == nil || q.rel.Target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
 		strings.Contains(pgErr.Message, "column") {
 		return false
 	}

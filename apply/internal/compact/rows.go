@@ -1,52 +1,54 @@
-package apply
+package compact
 
 import (
 	"encoding/binary"
 	"strconv"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
 // textArrayOID and textOID are the type OIDs of text[] and text.
 const (
-	textArrayOID = 1009
-	textOID      = 25
+	TextArrayOID = 1009
+	TextOID      = 25
 )
 
 // maxArrayValue is the largest value the array form carries: an array
 // parameter is a copy of the values (VALUES parameters point at them where
 // they are), and a copy of a value of hundreds of megabytes is memory the
 // applier does not need to spend.
-const maxArrayValue = 1 << 20
+const MaxArrayValue = 1 << 20
 
 // binaryCols marks, for a run of rows, the positions of netRow.key and
 // netRow.image whose values are binary.
-type binaryCols struct {
-	key, image []bool
+type BinaryCols struct {
+	Key, Image []bool
 }
 
 // arrayRows reports whether a run of rows can use the array form: no value
 // larger than maxArrayValue, no position holding both text and binary
 // values, and every binary one of a type that has an array type; and which
 // positions are binary.
-func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
-	bin := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
-	text := binaryCols{key: make([]bool, len(e.key)), image: make([]bool, len(e.tcol))}
+func ArrayRows(e *relmap.Entry, rows []*Row) (bool, BinaryCols) {
+	bin := BinaryCols{Key: make([]bool, len(e.Key)), Image: make([]bool, len(e.Tcol))}
+	text := BinaryCols{Key: make([]bool, len(e.Key)), Image: make([]bool, len(e.Tcol))}
 	for _, r := range rows {
-		for part, cells := range [2][]cell{r.key, r.image} {
-			b, t := bin.key, text.key
+		for part, cells := range [2][]Cell{r.Key, r.Image} {
+			b, t := bin.Key, text.Key
 			if part == 1 {
-				b, t = bin.image, text.image
+				b, t = bin.Image, text.Image
 			}
 			for i, x := range cells {
-				if part == 1 && e.tcol[i] < 0 {
+				if part == 1 && e.Tcol[i] < 0 {
 					continue // not written
 				}
-				if x.len > maxArrayValue {
+				if x.Len > MaxArrayValue {
 					return false, bin
 				}
-				switch x.kind {
+				switch x.Kind {
 				case protocol.ColumnBinary:
 					b[i] = true
 				case protocol.ColumnText:
@@ -58,34 +60,17 @@ func arrayRows(e *relEntry, rows []*netRow) (bool, binaryCols) {
 			}
 		}
 	}
-	for k, b := range bin.key {
-		if b && e.column(e.key[k]).ArrayOID == 0 {
+	for k, b := range bin.Key {
+		if b && e.Column(e.Key[k]).ArrayOID == 0 {
 			return false, bin
 		}
 	}
-	for i, b := range bin.image {
-		if b && e.tcol[i] >= 0 && e.column(i).ArrayOID == 0 {
+	for i, b := range bin.Image {
+		if b && e.Tcol[i] >= 0 && e.Column(i).ArrayOID == 0 {
 			return false, bin
 		}
 	}
 	return true, bin
-}
-
-// column returns the target column that source column i maps to.
-func (e *relEntry) column(i int) *targetColumn { return &e.target.Columns[e.tcol[i]] }
-
-// arrayTypes appends, for the row-source columns made of source columns
-// idx, the array type of each whose values are binary (binary(n) for the
-// n-th of them), 0 for text.
-func (e *relEntry) arrayTypes(dst []uint32, idx []int, binary func(n int) bool) []uint32 {
-	for n, i := range idx {
-		t := uint32(0)
-		if binary(n) {
-			t = e.column(i).ArrayOID
-		}
-		dst = append(dst, t)
-	}
-	return dst
 }
 
 // writeRowSource writes the row source of n rows whose columns have the
@@ -120,10 +105,10 @@ func (e *relEntry) arrayTypes(dst []uint32, idx []int, binary func(n int) bool) 
 // function on each element, as for a binary parameter. A run in which one
 // column mixes text and binary values, a binary column whose type has no
 // array type, or a value over maxArrayValue uses VALUES.
-func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs []uint32) {
+func WriteRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs []uint32) {
 	if !arrays {
 		b.WriteString("VALUES ")
-		valuesList(b, n, len(types), 1)
+		ValuesList(b, n, len(types), 1)
 		return
 	}
 	typed := func(i int) bool { return i < len(arrs) && arrs[i] != 0 }
@@ -145,7 +130,7 @@ func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs
 			b.WriteString(", ")
 		}
 		b.WriteString("pg_catalog.unnest(")
-		writeParam(b, i+1)
+		sqlgen.WriteParam(b, i+1)
 		if !typed(i) {
 			b.WriteString("::pg_catalog.text[]")
 		}
@@ -164,11 +149,11 @@ func writeRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs
 // rowParamOIDs are the parameter types of a row source: one row's oids
 // repeated n times, or with arrays one array per column: its type from
 // arrs where binary, else text[].
-func rowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
+func RowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
 	if arrays {
 		all := make([]uint32, len(oids))
 		for i := range all {
-			all[i] = textArrayOID
+			all[i] = TextArrayOID
 			if i < len(arrs) && arrs[i] != 0 {
 				all[i] = arrs[i]
 			}
@@ -182,51 +167,11 @@ func rowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
 	return all
 }
 
-// packArrays turns the parameters queued row by row (rows of width
-// values, nil for NULL) into width array parameters, one per column, in
-// the binary array format (array_recv): a header, then each element as its
-// length and bytes. The target copies the bytes as they are, where the text
-// form of an array would have to be scanned for quotes and escapes
-// (array_in was a quarter of the target's time on a pgbench backlog), and
-// nothing needs escaping here either. elems gives each column's element
-// type when its values are binary (0 or missing: text).
-func (a *applier) packArrays(width int, elems []uint32) {
-	rows := len(a.params) / width
-	buf := a.arrayBuf[:0]
-	ends := a.arrayEnds[:0]
-	for c := 0; c < width; c++ {
-		nulls := uint32(0)
-		for r := 0; r < rows; r++ {
-			if a.params[r*width+c] == nil {
-				nulls = 1
-				break
-			}
-		}
-		elem := uint32(textOID)
-		if c < len(elems) && elems[c] != 0 {
-			elem = elems[c]
-		}
-		buf = appendArrayHeader(buf, elem, rows, nulls)
-		for r := 0; r < rows; r++ {
-			buf = appendArrayElem(buf, a.params[r*width+c])
-		}
-		ends = append(ends, len(buf))
-	}
-	a.arrayBuf, a.arrayEnds = buf, ends
-	a.params, a.formats = a.params[:0], a.formats[:0]
-	start := 0
-	for _, end := range ends {
-		a.params = append(a.params, buf[start:end])
-		a.formats = append(a.formats, 1)
-		start = end
-	}
-}
-
 // appendArrayHeader appends the header of a one-dimensional array of n
 // elements of type elem in binary format: dimensions, the has-nulls flag,
 // the element type, then the length and lower bound (1) of the dimension.
 // An empty array has no dimension.
-func appendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
+func AppendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
 	if n == 0 {
 		dst = binary.BigEndian.AppendUint32(dst, 0)
 		dst = binary.BigEndian.AppendUint32(dst, 0)
@@ -241,7 +186,7 @@ func appendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
 
 // appendArrayElem appends one element of a binary array: its length, -1
 // for NULL (nil), then its bytes.
-func appendArrayElem(dst, v []byte) []byte {
+func AppendArrayElem(dst, v []byte) []byte {
 	if v == nil {
 		return binary.BigEndian.AppendUint32(dst, 0xFFFFFFFF)
 	}
@@ -250,7 +195,7 @@ func appendArrayElem(dst, v []byte) []byte {
 }
 
 // whole calls fn once with all rows: the array form needs no chunks.
-func whole(rows []*netRow, _ int, fn func([]*netRow) error) error {
+func Whole(rows []*Row, _ int, fn func([]*Row) error) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -260,17 +205,17 @@ func whole(rows []*netRow, _ int, fn func([]*netRow) error) error {
 // rowForm picks the row source of a run: arrays when its values allow
 // (with the positions holding binary values), and how to cut the run into
 // statements.
-func rowForm(e *relEntry, rows []*netRow) (arrays bool, bin binaryCols, each func([]*netRow, int, func([]*netRow) error) error) {
-	if ok, bin := arrayRows(e, rows); ok {
-		return true, bin, whole
+func RowForm(e *relmap.Entry, rows []*Row) (arrays bool, bin BinaryCols, each func([]*Row, int, func([]*Row) error) error) {
+	if ok, bin := ArrayRows(e, rows); ok {
+		return true, bin, Whole
 	}
-	return false, binaryCols{}, chunks
+	return false, BinaryCols{}, Chunks
 }
 
 // shapeName names a multi-row statement's shape for the relation's
 // statement cache: the kind of change (and column mask), the row count for
 // the VALUES form, and for the array form which columns are binary.
-func shapeName(kind string, arrays bool, n int, arrs []uint32) string {
+func ShapeName(kind string, arrays bool, n int, arrs []uint32) string {
 	if arrays {
 		name := []byte("a" + kind + "-")
 		for _, t := range arrs {
@@ -285,34 +230,44 @@ func shapeName(kind string, arrays bool, n int, arrs []uint32) string {
 	return "m" + kind + "-" + strconv.Itoa(n)
 }
 
-// elemTypes appends the element types of typed arrays for packArrays: the
-// column type of source column idx[n] where arrs[n] is an array type, 0
-// for text.
-func (e *relEntry) elemTypes(dst []uint32, idx []int, arrs []uint32) []uint32 {
-	for n, i := range idx {
-		t := uint32(0)
-		if n < len(arrs) && arrs[n] != 0 {
-			t = e.column(i).TypeOID
+// chunkSizes are the row counts of multi-row statements; a run is written
+// in the largest Chunks first, so that each table needs few statements.
+var chunkSizes = []int{256, 32, 4, 1}
+
+// Chunks calls fn for consecutive Chunks of rows, each of a size from
+// chunkSizes that also keeps the parameter count under PostgreSQL's limit.
+func Chunks(rows []*Row, perRow int, fn func([]*Row) error) error {
+	for len(rows) > 0 {
+		n := 1
+		for _, s := range chunkSizes {
+			if s <= len(rows) && s*perRow <= 65535 {
+				n = s
+				break
+			}
 		}
-		dst = append(dst, t)
+		if err := fn(rows[:n]); err != nil {
+			return err
+		}
+		rows = rows[n:]
 	}
-	return dst
+	return nil
 }
 
-// typeOIDs appends the type OIDs of the target columns that the source
-// columns idx map to.
-func (e *relEntry) typeOIDs(idx []int, dst []uint32) []uint32 {
-	for _, i := range idx {
-		dst = append(dst, e.target.Columns[e.tcol[i]].TypeOID)
+// ValuesList writes n rows of cols placeholders: ($1, $2), ($3, $4), ...
+func ValuesList(b *strings.Builder, n, cols, first int) {
+	p := first
+	for r := 0; r < n; r++ {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := 0; c < cols; c++ {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			sqlgen.WriteParam(b, p)
+			p++
+		}
+		b.WriteByte(')')
 	}
-	return dst
-}
-
-// typeNames appends the SQL types of the target columns that the source
-// columns idx map to.
-func (e *relEntry) typeNames(idx []int, dst []string) []string {
-	for _, i := range idx {
-		dst = append(dst, e.target.Columns[e.tcol[i]].CastType)
-	}
-	return dst
 }

@@ -1,4 +1,14 @@
-package apply
+// Package sqlgen builds the SQL text of the applier's statements: one
+// INSERT, UPDATE, DELETE or TRUNCATE per change, with the WHERE clause that
+// locates a row by its replica identity (REPLICA IDENTITY FULL: by every
+// column, through the text form for types without an equality operator,
+// changing exactly one row even when duplicates exist).
+//
+// SQL building is pure: it takes quoted names and returns statement text.
+// Identifiers are always quoted with pgx.Identifier and values are always
+// parameters (DESIGN.md invariant 7); nothing from the stream is ever
+// spliced into SQL text except through QuoteIdent.
+package sqlgen
 
 import (
 	"strconv"
@@ -7,19 +17,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// quoteIdent quotes one identifier.
-func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+// QuoteIdent quotes one identifier.
+func QuoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 
-// quoteQualified quotes a schema-qualified name.
-func quoteQualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+// QuoteQualified quotes a schema-qualified name.
+func QuoteQualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 
-// logRelation names a relation in a log field ("relation"): schema.name
+// LogRelation names a relation in a log field ("relation"): schema.name
 // unquoted, as PostgreSQL's own messages do, so that a JSON log holds no
-// escaped quotes (quoteQualified's form is for messages and SQL).
-func logRelation(schema, name string) string { return schema + "." + name }
+// escaped quotes (QuoteQualified's form is for messages and SQL).
+func LogRelation(schema, name string) string { return schema + "." + name }
 
-// matchColumn is a column of a WHERE clause that locates a row.
-type matchColumn struct {
+// MatchColumn is a column of a WHERE clause that locates a row.
+type MatchColumn struct {
 	Name string // quoted
 	// TextCompare compares through the text form, for types without an
 	// equality operator (json, point, xml, ...): both sides are rendered by
@@ -34,16 +44,11 @@ type matchColumn struct {
 	OpSchema string
 }
 
-// buildInsert returns INSERT INTO table (c1, ...) OVERRIDING SYSTEM VALUE
+// Insert returns INSERT INTO table (c1, ...) OVERRIDING SYSTEM VALUE
 // VALUES ($1, ...). The source's values go into identity columns too, also
 // GENERATED ALWAYS ones, as PostgreSQL's subscriber and COPY write them
 // (without the clause such a column refuses any value but DEFAULT).
-//
-// SQL building is pure: it takes quoted names and returns statement text.
-// Identifiers are always quoted with pgx.Identifier and values are always
-// parameters (DESIGN.md invariant 7); nothing from the stream is ever
-// spliced into SQL text except through quoteIdent.
-func buildInsert(table string, cols []string) string {
+func Insert(table string, cols []string) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
 	b.WriteString(table)
@@ -58,27 +63,27 @@ func buildInsert(table string, cols []string) string {
 		}
 		b.WriteString(c)
 	}
-	b.WriteString(") " + overridingSystemValue + "VALUES (")
+	b.WriteString(") " + OverridingSystemValue + "VALUES (")
 	for i := range cols {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		writeParam(&b, i+1)
+		WriteParam(&b, i+1)
 	}
 	b.WriteString(")")
 	return b.String()
 }
 
-// overridingSystemValue goes between an INSERT's column list and its rows
-// (buildInsert).
-const overridingSystemValue = "OVERRIDING SYSTEM VALUE "
+// OverridingSystemValue goes between an INSERT's column list and its rows
+// (Insert).
+const OverridingSystemValue = "OVERRIDING SYSTEM VALUE "
 
-// buildUpdate returns an UPDATE that sets cols from $1.. and locates the row
+// Update returns an UPDATE that sets cols from $1.. and locates the row
 // with match from the parameters that follow. With onlyOne the row is picked
 // by its physical address so that exactly one row changes even when
 // duplicates exist (REPLICA IDENTITY FULL); partitioned says the table is a
 // partitioned table, whose ctid is not unique across partitions.
-func buildUpdate(table string, cols []string, match []matchColumn, onlyOne, partitioned bool) string {
+func Update(table string, cols []string, match []MatchColumn, onlyOne, partitioned bool) string {
 	var b strings.Builder
 	b.WriteString("UPDATE ")
 	b.WriteString(table)
@@ -97,14 +102,14 @@ func buildUpdate(table string, cols []string, match []matchColumn, onlyOne, part
 		}
 		b.WriteString(c)
 		b.WriteString(" = ")
-		writeParam(&b, i+1)
+		WriteParam(&b, i+1)
 	}
 	writeLocate(&b, table, match, len(cols)+1, onlyOne, partitioned)
 	return b.String()
 }
 
-// buildDelete returns a DELETE locating the row from $1...
-func buildDelete(table string, match []matchColumn, onlyOne, partitioned bool) string {
+// Delete returns a DELETE locating the row from $1...
+func Delete(table string, match []MatchColumn, onlyOne, partitioned bool) string {
 	var b strings.Builder
 	b.WriteString("DELETE FROM ")
 	b.WriteString(table)
@@ -112,10 +117,10 @@ func buildDelete(table string, match []matchColumn, onlyOne, partitioned bool) s
 	return b.String()
 }
 
-// buildTruncate returns TRUNCATE for the tables; only[i] adds ONLY (plain
+// Truncate returns TRUNCATE for the tables; only[i] adds ONLY (plain
 // tables: the source lists every truncated relation itself, inheritance
 // children included, while a partitioned table must be truncated whole).
-func buildTruncate(tables []string, only []bool, cascade, restartIdentity bool) string {
+func Truncate(tables []string, only []bool, cascade, restartIdentity bool) string {
 	var b strings.Builder
 	b.WriteString("TRUNCATE ")
 	for i, t := range tables {
@@ -136,7 +141,7 @@ func buildTruncate(tables []string, only []bool, cascade, restartIdentity bool) 
 	return b.String()
 }
 
-func writeLocate(b *strings.Builder, table string, match []matchColumn, firstParam int, onlyOne, partitioned bool) {
+func writeLocate(b *strings.Builder, table string, match []MatchColumn, firstParam int, onlyOne, partitioned bool) {
 	b.WriteString(" WHERE ")
 	if onlyOne {
 		if partitioned {
@@ -153,7 +158,7 @@ func writeLocate(b *strings.Builder, table string, match []matchColumn, firstPar
 	writeMatch(b, match, firstParam)
 }
 
-func writeMatch(b *strings.Builder, match []matchColumn, firstParam int) {
+func writeMatch(b *strings.Builder, match []MatchColumn, firstParam int) {
 	for i, m := range match {
 		if i > 0 {
 			b.WriteString(" AND ")
@@ -161,24 +166,24 @@ func writeMatch(b *strings.Builder, match []matchColumn, firstParam int) {
 		if m.TextCompare {
 			b.WriteString(m.Name)
 			b.WriteString("::text IS NOT DISTINCT FROM ")
-			writeParam(b, firstParam+i)
+			WriteParam(b, firstParam+i)
 			b.WriteString("::text")
 			continue
 		}
 		if m.OpSchema != "" {
 			// IS NOT DISTINCT FROM cannot name its operator.
-			op := " OPERATOR(" + quoteIdent(m.OpSchema) + ".=) "
+			op := " OPERATOR(" + QuoteIdent(m.OpSchema) + ".=) "
 			if m.Nullable {
 				b.WriteString("(")
 			}
 			b.WriteString(m.Name)
 			b.WriteString(op)
-			writeParam(b, firstParam+i)
+			WriteParam(b, firstParam+i)
 			if m.Nullable {
 				b.WriteString(" OR (")
 				b.WriteString(m.Name)
 				b.WriteString(" IS NULL AND ")
-				writeParam(b, firstParam+i)
+				WriteParam(b, firstParam+i)
 				b.WriteString(" IS NULL))")
 			}
 			continue
@@ -189,11 +194,12 @@ func writeMatch(b *strings.Builder, match []matchColumn, firstParam int) {
 		} else {
 			b.WriteString(" = ")
 		}
-		writeParam(b, firstParam+i)
+		WriteParam(b, firstParam+i)
 	}
 }
 
-func writeParam(b *strings.Builder, n int) {
+// WriteParam writes the placeholder of parameter n ($n).
+func WriteParam(b *strings.Builder, n int) {
 	b.WriteByte('$')
 	b.WriteString(strconv.Itoa(n))
 }

@@ -1,4 +1,4 @@
-package apply
+package compact
 
 import (
 	"encoding/binary"
@@ -40,35 +40,35 @@ func TestCompareDecimal(t *testing.T) {
 // Keys sort by value where they are integers in text form, by bytes
 // otherwise, NULLs first, column by column.
 func TestSortByKey(t *testing.T) {
-	c := newCompactor()
-	row := func(key ...protocol.TupleColumn) *netRow {
-		r := &netRow{kind: netUpdate}
+	c := New()
+	row := func(key ...protocol.TupleColumn) *Row {
+		r := &Row{Kind: NetUpdate}
 		for i := range key {
-			r.key = append(r.key, c.put(&key[i]))
+			r.Key = append(r.Key, c.Put(&key[i]))
 		}
 		return r
 	}
-	render := func(rows []*netRow) string {
+	render := func(rows []*Row) string {
 		var parts []string
 		for _, r := range rows {
 			var vs []string
-			for _, x := range r.key {
-				if x.kind == protocol.ColumnNull {
+			for _, x := range r.Key {
+				if x.Kind == protocol.ColumnNull {
 					vs = append(vs, "NULL")
 				} else {
-					vs = append(vs, string(c.bytes(x)))
+					vs = append(vs, string(c.Bytes(x)))
 				}
 			}
 			parts = append(parts, strings.Join(vs, "/"))
 		}
 		return strings.Join(parts, " ")
 	}
-	rows := []*netRow{
+	rows := []*Row{
 		row(txt("100"), txt("b")), row(txt("9"), txt("z")), row(txt("-5"), txt("a")),
 		row(txt("100"), txt("a")), row(null, txt("q")), row(txt("x1"), txt("a")), row(txt("10"), txt("a")),
 	}
 	rand.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
-	c.sortByKey(rows)
+	c.SortByKey(rows)
 	if got, want := render(rows), "NULL/q -5/a 9/z 10/a 100/a 100/b x1/a"; got != want {
 		t.Errorf("sorted keys: %s, want %s", got, want)
 	}
@@ -83,27 +83,27 @@ func TestSortByKey(t *testing.T) {
 		{[]string{"100", "9", "x", "10"}, "9 10 100 x"},
 		{[]string{"1234567890123456789", "2", "10"}, "2 10 1234567890123456789"},
 	} {
-		var rs []*netRow
+		var rs []*Row
 		for _, k := range tc.keys {
 			rs = append(rs, row(txt(k)))
 		}
-		c.sortByKey(rs)
+		c.SortByKey(rs)
 		if got := render(rs); got != tc.want {
 			t.Errorf("keys %q sorted as %s, want %s", tc.keys, got, tc.want)
 		}
 	}
 	// Big-endian binary integers of 2, 4 and 8 bytes sort by value.
 	for _, width := range []int{2, 4, 8} {
-		var bins []*netRow
+		var bins []*Row
 		for _, v := range []int64{7, -2, 1, 200, 3} {
 			b := make([]byte, 8)
 			binary.BigEndian.PutUint64(b, uint64(v))
 			bins = append(bins, row(bin(b[8-width:]...)))
 		}
-		c.sortByKey(bins)
+		c.SortByKey(bins)
 		var got []int64
 		for _, r := range bins {
-			v, _ := c.intValue(r.key[0])
+			v, _ := c.intValue(r.Key[0])
 			got = append(got, v)
 		}
 		if !slices.Equal(got, []int64{-2, 1, 3, 7, 200}) {
@@ -117,15 +117,25 @@ func TestSortByKey(t *testing.T) {
 
 // BenchmarkSortByKey sorts a write-out's worth of pgbench_accounts keys.
 func BenchmarkSortByKey(b *testing.B) {
-	c := newCompactor()
-	var rows []*netRow
+	c := New()
+	var rows []*Row
 	for range 10000 {
 		k := txt(strconv.Itoa(rand.IntN(1000000) + 1))
-		rows = append(rows, &netRow{kind: netUpdate, key: []cell{c.put(&k)}})
+		rows = append(rows, &Row{Kind: NetUpdate, Key: []Cell{c.Put(&k)}})
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		rand.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
-		c.sortByKey(rows)
+		c.SortByKey(rows)
 	}
 }
+
+func txt(s string) protocol.TupleColumn {
+	return protocol.TupleColumn{Kind: protocol.ColumnText, Data: []byte(s)}
+}
+
+func bin(b ...byte) protocol.TupleColumn {
+	return protocol.TupleColumn{Kind: protocol.ColumnBinary, Data: b}
+}
+
+var null = protocol.TupleColumn{Kind: protocol.ColumnNull}

@@ -1,23 +1,24 @@
-package apply
+package relmap
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
-// targetColumn is a column of a target table as the target's catalog has it.
-type targetColumn struct {
+// Column is a column of a target table as the target's catalog has it.
+type Column struct {
 	Name     string
 	TypeOID  uint32
 	TypeName string // format_type, for messages
 	// CastType names the column's type without its modifier, for casts
-	// (compact_rows.go): a cast to varchar(3) or char(4) would truncate
+	// (internal/compact/rows.go): a cast to varchar(3) or char(4) would truncate
 	// silently where assigning to the column raises an error.
 	CastType string
 	// ArrayOID is the column type's array type, for binary values sent as
-	// one typed array per column (compact_rows.go); 0 when it has none or
+	// one typed array per column (internal/compact/rows.go); 0 when it has none or
 	// is composite (or a domain over one), whose unnest() would expand.
 	ArrayOID  uint32
 	Generated bool // GENERATED ALWAYS: never written
@@ -28,8 +29,8 @@ type targetColumn struct {
 	EqSchema string
 }
 
-// targetTable is a target table as the target's catalog has it.
-type targetTable struct {
+// Table is a target table as the target's catalog has it.
+type Table struct {
 	OID       uint32
 	Schema    string
 	Name      string
@@ -39,22 +40,23 @@ type targetTable struct {
 	// refuses such a table for a role subject to it, where INSERT applies
 	// the policies, so its inserts never go by COPY.
 	RowSecurity bool
-	Columns     []targetColumn
-	byName      map[string]int
+	Columns     []Column
+	ByName      map[string]int
 	// KeyOnlyUnique: the table has exactly one unique index (or
 	// constraint) and no exclusion constraint; UniqueCols are its columns.
-	// Net-effect compaction (compact.go) needs that.
+	// Net-effect compaction (internal/compact) needs that.
 	KeyOnlyUnique bool
 	UniqueCols    map[string]bool
 }
 
-func (t *targetTable) column(name string) (int, bool) {
-	i, ok := t.byName[name]
+// Column returns the index in Columns of the column named name.
+func (t *Table) Column(name string) (int, bool) {
+	i, ok := t.ByName[name]
 	return i, ok
 }
 
-// querier is the part of *pgx.Conn the catalog lookups need.
-type querier interface {
+// Querier is the part of *pgx.Conn the catalog lookups need.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
@@ -80,15 +82,15 @@ LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
 ORDER BY a.attnum`
 
-// lookupTargetTable reads a table's columns from the target's catalog. It
+// LookupTable reads a table's columns from the target's catalog. It
 // returns found=false when no such table exists.
-func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*targetTable, bool, error) {
+func LookupTable(ctx context.Context, q Querier, schema, name string) (*Table, bool, error) {
 	rows, err := q.Query(ctx, targetTableSQL, schema, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", quoteQualified(schema, name), err)
+		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", sqlgen.QuoteQualified(schema, name), err)
 	}
 	defer rows.Close()
-	t := &targetTable{Schema: schema, Name: name, Quoted: quoteQualified(schema, name), byName: map[string]int{}}
+	t := &Table{Schema: schema, Name: name, Quoted: sqlgen.QuoteQualified(schema, name), ByName: map[string]int{}}
 	found := false
 	for rows.Next() {
 		var (
@@ -108,8 +110,8 @@ func lookupTargetTable(ctx context.Context, q querier, schema, name string) (*ta
 		if attname == nil {
 			continue // a table without columns
 		}
-		t.byName[*attname] = len(t.Columns)
-		t.Columns = append(t.Columns, targetColumn{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, CastType: *castType, ArrayOID: *arrayOID, Generated: *generated})
+		t.ByName[*attname] = len(t.Columns)
+		t.Columns = append(t.Columns, Column{Name: *attname, TypeOID: *atttypid, TypeName: *typeName, CastType: *castType, ArrayOID: *arrayOID, Generated: *generated})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading the target catalog for table %s: %w", t.Quoted, err)
@@ -197,7 +199,7 @@ type equality struct {
 // PostgreSQL's type cache would find it. REPLICA IDENTITY FULL compares
 // every column; the types that lack equality (json, point, xml, arrays of
 // them, ...) are compared through their text form instead.
-func typesWithEquality(ctx context.Context, q querier, oids []uint32) (map[uint32]equality, error) {
+func typesWithEquality(ctx context.Context, q Querier, oids []uint32) (map[uint32]equality, error) {
 	rows, err := q.Query(ctx, typeNodeSQL, oids)
 	if err != nil {
 		return nil, err
@@ -295,7 +297,7 @@ SELECT i.indisexclusion, ARRAY(SELECT a.attname FROM unnest(i.indkey) WITH ORDIN
 FROM pg_catalog.pg_index i
 WHERE i.indrelid = $1 AND (i.indisunique OR i.indisexclusion)`
 
-func lookupUniqueIndexes(ctx context.Context, q querier, t *targetTable) error {
+func lookupUniqueIndexes(ctx context.Context, q Querier, t *Table) error {
 	rows, err := q.Query(ctx, uniqueIndexSQL, t.OID)
 	if err != nil {
 		return fmt.Errorf("reading the unique indexes of target table %s: %w", t.Quoted, err)

@@ -1,4 +1,4 @@
-package apply
+package compact
 
 import (
 	"bytes"
@@ -24,16 +24,16 @@ import (
 // target: integers written as text by their value, anything else by its
 // bytes (a binary integer's big-endian bytes sort like the integer when it
 // is not negative).
-func (c *compactor) sortByKey(rows []*netRow) {
+func (c *Compactor) SortByKey(rows []*Row) {
 	if len(rows) < 2 {
 		return
 	}
 	if c.sortByIntKey(rows) {
 		return
 	}
-	slices.SortFunc(rows, func(a, b *netRow) int {
-		for i := range a.key {
-			if d := c.compareCells(a.key[i], b.key[i]); d != 0 {
+	slices.SortFunc(rows, func(a, b *Row) int {
+		for i := range a.Key {
+			if d := c.compareCells(a.Key[i], b.Key[i]); d != 0 {
 				return d
 			}
 		}
@@ -43,13 +43,13 @@ func (c *compactor) sortByKey(rows []*netRow) {
 
 // compareCells orders two key values: NULLs first, integers in text form
 // by value, the rest by bytes.
-func (c *compactor) compareCells(x, y cell) int {
-	xn, yn := x.kind != protocol.ColumnText && x.kind != protocol.ColumnBinary, y.kind != protocol.ColumnText && y.kind != protocol.ColumnBinary
+func (c *Compactor) compareCells(x, y Cell) int {
+	xn, yn := x.Kind != protocol.ColumnText && x.Kind != protocol.ColumnBinary, y.Kind != protocol.ColumnText && y.Kind != protocol.ColumnBinary
 	if xn || yn {
 		return boolOrder(yn) - boolOrder(xn)
 	}
-	a, b := c.bytes(x), c.bytes(y)
-	if x.kind == protocol.ColumnText && y.kind == protocol.ColumnText && isDecimal(a) && isDecimal(b) {
+	a, b := c.Bytes(x), c.Bytes(y)
+	if x.Kind == protocol.ColumnText && y.Kind == protocol.ColumnText && isDecimal(a) && isDecimal(b) {
 		return compareDecimal(a, b)
 	}
 	return bytes.Compare(a, b)
@@ -58,7 +58,7 @@ func (c *compactor) compareCells(x, y cell) int {
 // intKeyRow is a row with its one-column integer key, for sortByIntKey.
 type intKeyRow struct {
 	k int64
-	r *netRow
+	r *Row
 }
 
 // sortByIntKey sorts rows whose keys are all one integer column, in text
@@ -66,13 +66,13 @@ type intKeyRow struct {
 // leaving rows as they were, for any other keys. Each key is read once,
 // not at every comparison: on a write-out of pgbench_accounts rows the
 // comparisons cost more than the rest of the statement's building.
-func (c *compactor) sortByIntKey(rows []*netRow) bool {
+func (c *Compactor) sortByIntKey(rows []*Row) bool {
 	s := c.intKeys[:0]
 	for _, r := range rows {
-		if len(r.key) != 1 {
+		if len(r.Key) != 1 {
 			return false
 		}
-		k, ok := c.intValue(r.key[0])
+		k, ok := c.intValue(r.Key[0])
 		if !ok {
 			return false
 		}
@@ -89,16 +89,16 @@ func (c *compactor) sortByIntKey(rows []*netRow) bool {
 
 // intValue reads an integer key value: decimal text (isDecimal) within
 // int64's range, or a big-endian binary integer of 2, 4 or 8 bytes.
-func (c *compactor) intValue(x cell) (int64, bool) {
-	v := c.bytes(x)
+func (c *Compactor) intValue(x Cell) (int64, bool) {
+	v := c.Bytes(x)
 	switch {
-	case x.kind == protocol.ColumnBinary && len(v) == 2:
+	case x.Kind == protocol.ColumnBinary && len(v) == 2:
 		return int64(int16(binary.BigEndian.Uint16(v))), true
-	case x.kind == protocol.ColumnBinary && len(v) == 4:
+	case x.Kind == protocol.ColumnBinary && len(v) == 4:
 		return int64(int32(binary.BigEndian.Uint32(v))), true
-	case x.kind == protocol.ColumnBinary && len(v) == 8:
+	case x.Kind == protocol.ColumnBinary && len(v) == 8:
 		return int64(binary.BigEndian.Uint64(v)), true
-	case x.kind != protocol.ColumnText || !isDecimal(v) || len(v) > 18:
+	case x.Kind != protocol.ColumnText || !isDecimal(v) || len(v) > 18:
 		return 0, false // up to 18 characters, a sign included, always fit
 	}
 	neg := v[0] == '-'

@@ -1,9 +1,18 @@
-package apply
+// Package compact holds a group's changes as their net effect per row
+// (Compactor: the rules and when they are safe) and turns runs of net rows
+// into the row sources of multi-row statements: VALUES lists, or one typed
+// array parameter per column (rows.go), cut into chunks of few sizes so
+// that each table needs few prepared statements; rows to update or delete
+// are sorted by key first (order.go), so that the target's index lookups
+// stay on neighbouring pages. The applier writes the net state out
+// (apply's compact_write.go).
+package compact
 
 import (
 	"bytes"
 	"strconv"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -12,37 +21,37 @@ import (
 // costs one statement per table and kind of change whatever the number of
 // rows, so the bound is high: on a 50-table backlog the target spent 2.78 s
 // of CPU with 5,000 rows, 1.82 s with 20,000 (peak RSS 26.6 and 27.6 MiB).
-const maxCompactRows = 20000
+const MaxRows = 20000
 
 // netKind is the net change to one row within a group.
-type netKind uint8
+type Kind uint8
 
 const (
-	netInsert  netKind = iota + 1 // the row is new: insert its image
-	netUpdate                     // the row existed: update it to its image
-	netDelete                     // the row existed: delete it
-	netReplace                    // the row existed and was deleted, then inserted anew
-	netNothing                    // inserted and deleted again: no change
+	NetInsert  Kind = iota + 1 // the row is new: insert its image
+	NetUpdate                  // the row existed: update it to its image
+	NetDelete                  // the row existed: delete it
+	NetReplace                 // the row existed and was deleted, then inserted anew
+	NetNothing                 // inserted and deleted again: no change
 )
 
 // cell is one column value held by the compactor; data lives in its arena.
-type cell struct {
-	kind     byte
-	off, len int32
+type Cell struct {
+	Kind     byte
+	Off, Len int32
 }
 
 // netRow is the net change to the row with one key.
-type netRow struct {
-	kind  netKind
-	image []cell // the new image, one cell per source column (insert, update, replace)
-	key   []cell // the key that locates the existing row (update, delete, replace)
+type Row struct {
+	Kind  Kind
+	Image []Cell // the new image, one cell per source column (insert, update, replace)
+	Key   []Cell // the key that locates the existing row (update, delete, replace)
 }
 
 // netTable holds the pending net changes of one relation.
-type netTable struct {
-	e     *relEntry
-	rows  map[string]*netRow
-	order []string // keys in order of first change, for a stable statement order
+type Table struct {
+	E     *relmap.Entry
+	Rows  map[string]*Row
+	Order []string // keys in order of first change, for a stable statement order
 }
 
 // compactor holds the net changes of the open group.
@@ -74,11 +83,11 @@ type netTable struct {
 // fire on the replica session. With compaction they fire once per row with
 // its net change, in per-table batches, not once per source change; run
 // with NoCompaction (--no-compaction) if such triggers need every change.
-type compactor struct {
-	tables            []*netTable
-	byRel             map[uint32]*netTable
-	arena             []byte
-	n                 int
+type Compactor struct {
+	Tables            []*Table
+	ByRel             map[uint32]*Table
+	Arena             []byte
+	N                 int
 	keyBuf, oldKeyBuf []byte
 	intKeys           []intKeyRow // sortByIntKey's buffer
 }
@@ -86,37 +95,37 @@ type compactor struct {
 // newCompactor returns an empty compactor. Its arena starts non-nil: an
 // empty value is an empty, non-nil slice of it, and nil means NULL to the
 // statements built from it.
-func newCompactor() *compactor {
-	return &compactor{byRel: map[uint32]*netTable{}, arena: make([]byte, 0, 4096)}
+func New() *Compactor {
+	return &Compactor{ByRel: map[uint32]*Table{}, Arena: make([]byte, 0, 4096)}
 }
 
-func (c *compactor) hasRelation(relid uint32) bool {
-	t := c.byRel[relid]
-	return t != nil && len(t.rows) > 0
+func (c *Compactor) HasRelation(relid uint32) bool {
+	t := c.ByRel[relid]
+	return t != nil && len(t.Rows) > 0
 }
 
-func (c *compactor) put(col *protocol.TupleColumn) cell {
+func (c *Compactor) Put(col *protocol.TupleColumn) Cell {
 	if col.Kind != protocol.ColumnText && col.Kind != protocol.ColumnBinary {
-		return cell{kind: col.Kind}
+		return Cell{Kind: col.Kind}
 	}
-	off := len(c.arena)
-	c.arena = append(c.arena, col.Data...)
-	return cell{kind: col.Kind, off: int32(off), len: int32(len(col.Data))}
+	off := len(c.Arena)
+	c.Arena = append(c.Arena, col.Data...)
+	return Cell{Kind: col.Kind, Off: int32(off), Len: int32(len(col.Data))}
 }
 
-func (c *compactor) bytes(x cell) []byte {
-	if x.kind != protocol.ColumnText && x.kind != protocol.ColumnBinary {
+func (c *Compactor) Bytes(x Cell) []byte {
+	if x.Kind != protocol.ColumnText && x.Kind != protocol.ColumnBinary {
 		return nil
 	}
-	return c.arena[x.off : x.off+x.len]
+	return c.Arena[x.Off : x.Off+x.Len]
 }
 
 // rowKey renders the key columns of a tuple into dst, for use as a map
 // key: looked up as t.rows[string(k)] it costs no allocation; only a new
 // row's key is copied into a string.
-func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+func RowKey(dst []byte, e *relmap.Entry, t *protocol.TupleData) []byte {
 	b := dst[:0]
-	for _, i := range e.key {
+	for _, i := range e.Key {
 		col := &t.Columns[i]
 		b = append(b, col.Kind)
 		b = strconv.AppendInt(b, int64(len(col.Data)), 10)
@@ -126,10 +135,10 @@ func rowKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
 	return b
 }
 
-func (c *compactor) keyCells(e *relEntry, t *protocol.TupleData) []cell {
-	k := make([]cell, len(e.key))
-	for n, i := range e.key {
-		k[n] = c.put(&t.Columns[i])
+func (c *Compactor) KeyCells(e *relmap.Entry, t *protocol.TupleData) []Cell {
+	k := make([]Cell, len(e.Key))
+	for n, i := range e.Key {
+		k[n] = c.Put(&t.Columns[i])
 	}
 	return k
 }
@@ -138,136 +147,104 @@ func (c *compactor) keyCells(e *relEntry, t *protocol.TupleData) []cell {
 // image so far, which an unchanged TOAST value keeps, and whose cells are
 // overwritten in place (each is read before it is written): merging an
 // update into a row allocates nothing.
-func (c *compactor) image(t *protocol.TupleData, base []cell) []cell {
+func (c *Compactor) Image(t *protocol.TupleData, base []Cell) []Cell {
 	img := base
 	if len(img) != len(t.Columns) {
-		img = make([]cell, len(t.Columns))
+		img = make([]Cell, len(t.Columns))
 	}
 	for i := range t.Columns {
 		col := &t.Columns[i]
-		if col.Kind == protocol.ColumnUnchanged && base != nil && base[i].kind != protocol.ColumnUnchanged {
+		if col.Kind == protocol.ColumnUnchanged && base != nil && base[i].Kind != protocol.ColumnUnchanged {
 			img[i] = base[i] // an unchanged TOAST value keeps the image's value
 			continue
 		}
-		img[i] = c.put(col)
+		img[i] = c.Put(col)
 	}
 	return img
 }
 
-func (c *compactor) table(e *relEntry) *netTable {
-	t := c.byRel[e.rel.RelationID]
-	if t == nil || t.e != e {
-		t = &netTable{e: e, rows: map[string]*netRow{}}
-		c.byRel[e.rel.RelationID] = t
-		c.tables = append(c.tables, t)
+func (c *Compactor) Table(e *relmap.Entry) *Table {
+	t := c.ByRel[e.Rel.RelationID]
+	if t == nil || t.E != e {
+		t = &Table{E: e, Rows: map[string]*Row{}}
+		c.ByRel[e.Rel.RelationID] = t
+		c.Tables = append(c.Tables, t)
 	}
 	return t
-}
-
-// compactable reports whether a relation's changes may be compacted (see
-// compactor).
-func compactable(e *relEntry, p ConflictPolicies) bool {
-	if e.compact == 0 {
-		e.compact = 2
-		if isCompactable(e, p) {
-			e.compact = 1
-		}
-	}
-	return e.compact == 1
-}
-
-func isCompactable(e *relEntry, p ConflictPolicies) bool {
-	// Upserts and inserts of missing rows are done row by row.
-	if p[ConflictInsertExists] != PolicyError || p[ConflictUpdateMissing] == PolicyApply {
-		return false
-	}
-	if e.rel.ReplicaIdentity == protocol.ReplicaIdentityFull || len(e.key) == 0 || !e.target.KeyOnlyUnique {
-		return false
-	}
-	// The target's one unique index must be the identity's key.
-	if len(e.target.UniqueCols) != len(e.key) {
-		return false
-	}
-	for _, i := range e.key {
-		if !e.target.UniqueCols[e.rel.Columns[i].Name] {
-			return false
-		}
-	}
-	return true
 }
 
 // add records a change. It returns false when the change cannot be folded
 // into the net state (the caller then writes out what is pending and applies
 // the change as it comes).
-func (c *compactor) add(e *relEntry, msg protocol.Message) bool {
+func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if checkWidth(e, &m.New, opInsert, "") != nil {
+		if len(m.New.Columns) != len(e.Rel.Columns) {
 			return false
 		}
-		t := c.table(e)
-		c.keyBuf = rowKey(c.keyBuf, e, &m.New)
-		r := t.rows[string(c.keyBuf)]
+		t := c.Table(e)
+		c.keyBuf = RowKey(c.keyBuf, e, &m.New)
+		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
 			k := string(c.keyBuf)
-			t.rows[k] = &netRow{kind: netInsert, image: c.image(&m.New, nil)}
-			t.order = append(t.order, k)
-		case r.kind == netDelete:
-			r.kind, r.image = netReplace, c.image(&m.New, nil)
-		case r.kind == netNothing:
-			r.kind, r.image = netInsert, c.image(&m.New, nil)
+			t.Rows[k] = &Row{Kind: NetInsert, Image: c.Image(&m.New, nil)}
+			t.Order = append(t.Order, k)
+		case r.Kind == NetDelete:
+			r.Kind, r.Image = NetReplace, c.Image(&m.New, nil)
+		case r.Kind == NetNothing:
+			r.Kind, r.Image = NetInsert, c.Image(&m.New, nil)
 		default:
 			return false // a duplicate key: let the target say so, in order
 		}
 	case *protocol.Update:
-		if checkWidth(e, &m.New, opUpdate, "new") != nil || (m.OldKind != 0 && checkWidth(e, &m.Old, opUpdate, "old") != nil) {
+		if len(m.New.Columns) != len(e.Rel.Columns) || (m.OldKind != 0 && len(m.Old.Columns) != len(e.Rel.Columns)) {
 			return false
 		}
-		c.keyBuf = rowKey(c.keyBuf, e, &m.New)
+		c.keyBuf = RowKey(c.keyBuf, e, &m.New)
 		if m.OldKind != 0 {
-			c.oldKeyBuf = rowKey(c.oldKeyBuf, e, &m.Old)
+			c.oldKeyBuf = RowKey(c.oldKeyBuf, e, &m.Old)
 			if !bytes.Equal(c.oldKeyBuf, c.keyBuf) {
 				return false // the key changes
 			}
 		}
-		t := c.table(e)
-		r := t.rows[string(c.keyBuf)]
+		t := c.Table(e)
+		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
 			k := string(c.keyBuf)
-			t.rows[k] = &netRow{kind: netUpdate, image: c.image(&m.New, nil), key: c.keyCells(e, &m.New)}
-			t.order = append(t.order, k)
-		case r.kind == netInsert || r.kind == netUpdate || r.kind == netReplace:
-			r.image = c.image(&m.New, r.image)
+			t.Rows[k] = &Row{Kind: NetUpdate, Image: c.Image(&m.New, nil), Key: c.KeyCells(e, &m.New)}
+			t.Order = append(t.Order, k)
+		case r.Kind == NetInsert || r.Kind == NetUpdate || r.Kind == NetReplace:
+			r.Image = c.Image(&m.New, r.Image)
 		default:
 			return false // updating a row deleted in this group
 		}
 	case *protocol.Delete:
-		if checkWidth(e, &m.Old, opDelete, "old") != nil {
+		if len(m.Old.Columns) != len(e.Rel.Columns) {
 			return false
 		}
-		t := c.table(e)
-		c.keyBuf = rowKey(c.keyBuf, e, &m.Old)
-		r := t.rows[string(c.keyBuf)]
+		t := c.Table(e)
+		c.keyBuf = RowKey(c.keyBuf, e, &m.Old)
+		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
 			k := string(c.keyBuf)
-			t.rows[k] = &netRow{kind: netDelete, key: c.keyCells(e, &m.Old)}
-			t.order = append(t.order, k)
-		case r.kind == netInsert:
-			r.kind, r.image = netNothing, nil
-		case r.kind == netUpdate || r.kind == netReplace:
-			if r.key == nil {
-				r.key = c.keyCells(e, &m.Old)
+			t.Rows[k] = &Row{Kind: NetDelete, Key: c.KeyCells(e, &m.Old)}
+			t.Order = append(t.Order, k)
+		case r.Kind == NetInsert:
+			r.Kind, r.Image = NetNothing, nil
+		case r.Kind == NetUpdate || r.Kind == NetReplace:
+			if r.Key == nil {
+				r.Key = c.KeyCells(e, &m.Old)
 			}
-			r.kind, r.image = netDelete, nil
+			r.Kind, r.Image = NetDelete, nil
 		default:
 			return false
 		}
 	default:
 		return false
 	}
-	c.n++
+	c.N++
 	return true
 }
