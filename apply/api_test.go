@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -115,7 +116,7 @@ func TestOpNames(t *testing.T) {
 			t.Fatalf("the table is wrong for %s", c.want)
 		}
 	}
-	e := &relEntry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
+	e := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
 	short := &protocol.TupleData{Columns: make([]protocol.TupleColumn, 1)}
 	for _, c := range []struct {
 		op    opKind
@@ -158,7 +159,7 @@ func TestStopContextBounded(t *testing.T) {
 // skip and the conflict kind of the operation, and leaves --on-conflict
 // out for a unique index other than the replica identity key.
 func TestDuplicateKeyWaysOut(t *testing.T) {
-	rel := &relEntry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
+	rel := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
 		{Name: "id", Flags: protocol.ColumnFlagKey}, {Name: "Code"}}}}
 	dup := func(detail string) error {
 		return &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint", Detail: detail}

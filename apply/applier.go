@@ -9,6 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -70,7 +73,7 @@ func alreadyApplied(at, origin protocol.LSN) bool { return at < origin }
 type applier struct {
 	log     zerolog.Logger
 	machine *txnMachine
-	rels    *relationCache
+	rels    *relmap.Cache
 	sess    target     // the applying connection (applier_target.go)
 	queue   *stmtQueue // sess's bookkeeping of its queue
 	txn     openTxn
@@ -93,7 +96,7 @@ type applier struct {
 	filteredOut bool
 
 	// group commit (group.go) and net-effect compaction (internal/compact)
-	net            *compactor
+	net            *compact.Compactor
 	compaction     bool
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
@@ -125,7 +128,7 @@ type applier struct {
 	// catalog lookups (controlCatalog) and refresh.go's records; else the
 	// applying one is used. tables, when set, is used for lookups instead.
 	catalog *pgx.Conn
-	tables  tableCatalog
+	tables  relmap.Catalog
 
 	ddl *ddlState // --ddl (ddl_apply.go); nil without
 }
@@ -133,7 +136,7 @@ type applier struct {
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
 func newApplier(log zerolog.Logger, sess target, binary bool, applied protocol.LSN) *applier {
-	a := &applier{log: log, machine: newTxnMachine(), rels: newRelationCache(binary), sess: sess, queue: sess.queue(), applied: applied, net: newCompactor()}
+	a := &applier{log: log, machine: newTxnMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.queue(), applied: applied, net: compact.New()}
 	a.queue.missing = a.rowMissing
 	a.queue.conflicted = a.conflicted
 	a.policies = defaultPolicies()
@@ -347,7 +350,7 @@ func (a *applier) Abandon(ctx context.Context) error {
 	}
 	a.machine.Reset()
 	a.group = txnGroup{}
-	a.net = newCompactor()
+	a.net = compact.New()
 	return a.sess.rollback(ctx)
 }
 
@@ -363,7 +366,7 @@ func (a *applier) fail(ctx context.Context, err error) error {
 	a.skipHint(te)
 	a.group = txnGroup{}
 	a.queue.done = a.queue.done[:0]
-	a.net = newCompactor()
+	a.net = compact.New()
 	a.filteredOut = false
 	if rbErr := a.sess.rollback(ctx); rbErr != nil && !a.sess.broken(rbErr) {
 		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
@@ -456,7 +459,7 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		return a.change(ctx, msg)
 	}
 	if a.net.Add(e, msg) {
-		if a.net.N >= maxCompactRows || len(a.net.Arena) >= maxBatchBytes {
+		if a.net.N >= compact.MaxRows || len(a.net.Arena) >= maxBatchBytes {
 			return a.writeOut(ctx)
 		}
 		return nil
@@ -484,7 +487,7 @@ func (a *applier) change(ctx context.Context, msg protocol.Message) error {
 
 // checkWidth checks that a tuple of an op's message (which: "new" or
 // "old"; "" for an INSERT's only one) has its Relation message's width.
-func checkWidth(e *relEntry, t *protocol.TupleData, op opKind, which string) error {
+func checkWidth(e *relmap.Entry, t *protocol.TupleData, op opKind, which string) error {
 	if len(t.Columns) != len(e.Rel.Columns) {
 		if which != "" {
 			which += " "
@@ -539,7 +542,7 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 // locator returns the tuple that locates the row of an UPDATE or DELETE:
 // the old key ('K') or old row ('O') when sent, else the new tuple (the key
 // did not change). It also says whether the identity is FULL.
-func (a *applier) locator(e *relEntry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
+func (a *applier) locator(e *relmap.Entry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
 	full := e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull
 	if !full && len(e.Key) == 0 {
 		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
@@ -622,7 +625,7 @@ func (a *applier) delete(ctx context.Context, m *protocol.Delete) error {
 
 // matchColumns appends the locating values to the parameters, renders the
 // key for messages, and returns which source columns locate the row.
-func (a *applier) matchColumns(e *relEntry, src *protocol.TupleData, full bool) []int {
+func (a *applier) matchColumns(e *relmap.Entry, src *protocol.TupleData, full bool) []int {
 	use := a.matchIdx[:0]
 	if full {
 		for i := range e.Rel.Columns {
@@ -678,7 +681,7 @@ func appendValue(dst []byte, c *protocol.TupleColumn) []byte {
 func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 	tables := make([]string, 0, len(m.RelationIDs))
 	only := make([]bool, 0, len(m.RelationIDs))
-	var first *relEntry
+	var first *relmap.Entry
 	for _, id := range m.RelationIDs {
 		e, err := a.relation(ctx, id, opTruncate)
 		if err != nil {
@@ -693,7 +696,7 @@ func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 	if len(tables) == 0 {
 		return nil
 	}
-	sql := buildTruncate(tables, only, m.Options&protocol.TruncateCascade != 0, m.Options&protocol.TruncateRestartIdentity != 0)
+	sql := sqlgen.Truncate(tables, only, m.Options&protocol.TruncateCascade != 0, m.Options&protocol.TruncateRestartIdentity != 0)
 	a.sess.queueSQL(opTruncate, first, sql)
 	a.Stats.Truncates.Add(1)
 	return nil

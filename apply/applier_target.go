@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -29,15 +30,15 @@ type target interface {
 	// begin queues the start of a target transaction.
 	begin()
 	// queueSQL queues a statement without parameters.
-	queueSQL(op opKind, rel *relEntry, sql string)
+	queueSQL(op opKind, rel *relmap.Entry, sql string)
 	// queueStmt queues a prepared statement (or one statementFor handed
 	// out unprepared) with its parameters, which it copies.
-	queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int)
+	queueStmt(op opKind, rel *relmap.Entry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int)
 	// queueExec queues sql with parameters of the given types, unprepared,
 	// remembered as q; it does not count towards the batch's size.
 	queueExec(q queuedStmt, sql string, params [][]byte, oids []uint32, formats []int16)
 	// queueCopy queues a COPY of data into rel (target_copy.go).
-	queueCopy(rel *relEntry, sql string, data []byte)
+	queueCopy(rel *relmap.Entry, sql string, data []byte)
 	// full reports whether the queue reached a batch's bounds.
 	full() bool
 	// busy reports whether a batch is in flight.
@@ -80,7 +81,7 @@ type target interface {
 	rewindOrigin(ctx context.Context, to protocol.LSN) (protocol.LSN, error)
 	// catalog looks tables up on this connection (when there is no
 	// control connection; the caller drains first).
-	catalog() tableCatalog
+	catalog() relmap.Catalog
 }
 
 // stmtQueue is the bookkeeping a target keeps of its queue, shared by its
@@ -114,10 +115,10 @@ func (s *stmtQueue) last() *queuedStmt { return &s.queued[len(s.queued)-1] }
 
 // queryCatalog looks tables up with q's queries, e.g. on the applying
 // connection.
-type queryCatalog struct{ q querier }
+type queryCatalog struct{ q relmap.Querier }
 
-func (c queryCatalog) LookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
-	return lookupTargetTable(ctx, c.q, schema, name)
+func (c queryCatalog) LookupTable(ctx context.Context, schema, name string) (*relmap.Table, bool, error) {
+	return relmap.LookupTable(ctx, c.q, schema, name)
 }
 
 // controlCatalog looks tables up through the session's control connection,
@@ -129,13 +130,13 @@ func (c queryCatalog) LookupTable(ctx context.Context, schema, name string) (*ta
 // both (error messages are matched against them).
 type controlCatalog struct{ conn *pgx.Conn }
 
-func (c controlCatalog) LookupTable(ctx context.Context, schema, name string) (t *targetTable, found bool, err error) {
+func (c controlCatalog) LookupTable(ctx context.Context, schema, name string) (t *relmap.Table, found bool, err error) {
 	err = pgx.BeginTxFunc(ctx, c.conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
 			return fmt.Errorf("reading the target catalog: %w", err)
 		}
 		var err error
-		t, found, err = lookupTargetTable(ctx, tx, schema, name)
+		t, found, err = relmap.LookupTable(ctx, tx, schema, name)
 		return err
 	})
 	return t, found, err

@@ -10,15 +10,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
 // TestWithColumn: a value error from the target that names a type gets the
 // column(s) of that type; anything else passes unchanged.
 func TestWithColumn(t *testing.T) {
-	rel := &relEntry{
+	rel := &relmap.Entry{
 		Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "Code"}, {Name: "b"}, {Name: "gen"}, {Name: "amount"}, {Name: "n"}}},
-		Target: &targetTable{Columns: []targetColumn{
+		Target: &relmap.Table{Columns: []relmap.Column{
 			{Name: "id", TypeName: "integer"},
 			{Name: "Code", TypeName: "character varying(3)"},
 			{Name: "b", TypeName: "character varying(3)"},
@@ -66,7 +67,7 @@ func TestWithColumn(t *testing.T) {
 		{"not a server error", q, errors.New("value too long for type character varying(3)"), ""},
 		{"no statement", nil, pg("22001", "value too long for type character varying(3)", ""), ""},
 		{"no relation", &queuedStmt{op: opCommit}, pg("22001", "value too long for type character varying(3)", ""), ""},
-		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relEntry{Rel: rel.Rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relmap.Entry{Rel: rel.Rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
 	} {
 		got := withColumn(c.q, c.err)
 		if c.want == "" {

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -26,19 +29,19 @@ func (a *applier) writeOut(ctx context.Context) error {
 	if c.N == 0 {
 		return nil
 	}
-	inserts := make([][]*netRow, len(c.Tables))
+	inserts := make([][]*compact.Row, len(c.Tables))
 	for n, t := range c.Tables {
-		var dels, ups []*netRow
+		var dels, ups []*compact.Row
 		for _, k := range t.Order {
 			r := t.Rows[k]
 			switch r.Kind {
-			case netDelete:
+			case compact.NetDelete:
 				dels = append(dels, r)
-			case netUpdate:
+			case compact.NetUpdate:
 				ups = append(ups, r)
-			case netInsert:
+			case compact.NetInsert:
 				inserts[n] = append(inserts[n], r)
-			case netReplace:
+			case compact.NetReplace:
 				dels = append(dels, r)
 				inserts[n] = append(inserts[n], r)
 			}
@@ -60,7 +63,7 @@ func (a *applier) writeOut(ctx context.Context) error {
 	return nil
 }
 
-func (a *applier) addCell(x cell) {
+func (a *applier) addCell(x compact.Cell) {
 	a.params = append(a.params, a.net.Bytes(x))
 	f := int16(0)
 	if x.Kind == protocol.ColumnBinary {
@@ -70,7 +73,7 @@ func (a *applier) addCell(x cell) {
 }
 
 // multiStatement returns the prepared statement of a multi-row shape.
-func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.Stmts[shape]; ok {
 		return sd, nil
 	}
@@ -86,16 +89,16 @@ func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, sh
 
 // keyMatch writes the join of the target's key columns with v's first
 // columns.
-func keyMatch(b *strings.Builder, e *relEntry) {
+func keyMatch(b *strings.Builder, e *relmap.Entry) {
 	for n, i := range e.Key {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
 		tc := e.Target.Columns[e.Tcol[i]]
 		b.WriteString("_t.")
-		b.WriteString(quoteIdent(tc.Name))
+		b.WriteString(sqlgen.QuoteIdent(tc.Name))
 		if tc.EqSchema != "" {
-			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
+			b.WriteString(" OPERATOR(" + sqlgen.QuoteIdent(tc.EqSchema) + ".=) ")
 		} else {
 			b.WriteString(" = ")
 		}
@@ -103,7 +106,7 @@ func keyMatch(b *strings.Builder, e *relEntry) {
 	}
 }
 
-func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*compact.Row) error {
 	var cols []int // source columns written
 	for i := range e.Rel.Columns {
 		if e.Tcol[i] >= 0 {
@@ -124,14 +127,14 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 	if len(rows) >= copyMinRun && a.queueCopyRun(e, rows, cols) {
 		return nil
 	}
-	arrays, bin, each := rowForm(e, rows)
+	arrays, bin, each := compact.RowForm(e, rows)
 	var arrs, elems []uint32
 	if arrays {
 		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.Image[cols[n]] })
 		elems = e.ElemTypes(nil, cols, arrs)
 	}
-	return each(rows, len(cols), func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opInsert, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
+	return each(rows, len(cols), func(rs []*compact.Row) error {
+		sd, err := a.multiStatement(ctx, e, opInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
 			var oids []uint32
@@ -141,13 +144,13 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 					b.WriteString(", ")
 				}
 				tc := e.Target.Columns[e.Tcol[i]]
-				b.WriteString(quoteIdent(tc.Name))
+				b.WriteString(sqlgen.QuoteIdent(tc.Name))
 				oids = append(oids, tc.TypeOID)
 				types = append(types, tc.CastType)
 			}
-			b.WriteString(") " + overridingSystemValue)
-			writeRowSource(&b, arrays, len(rs), types, arrs)
-			return b.String(), rowParamOIDs(arrays, len(rs), oids, arrs)
+			b.WriteString(") " + sqlgen.OverridingSystemValue)
+			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
+			return b.String(), compact.RowParamOIDs(arrays, len(rs), oids, arrs)
 		})
 		if err != nil {
 			return err
@@ -173,7 +176,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 
 // queueCopyRun queues a run of inserts as one COPY, unless its values mix
 // text and binary or the table takes no COPY (copySQL).
-func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
+func (a *applier) queueCopyRun(e *relmap.Entry, rows []*compact.Row, cols []int) bool {
 	format := copyFormatOf(rows, cols)
 	if format == 0 {
 		return false
@@ -188,14 +191,14 @@ func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	return true
 }
 
-func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeUpdates(ctx context.Context, e *relmap.Entry, rows []*compact.Row) error {
 	// Rows whose images hold unchanged TOAST values need SET lists without
 	// those columns: rows are written in runs of the same set of columns
 	// (their order does not matter: every row has its own key), each in
 	// key order (internal/compact/order.go).
 	a.net.SortByKey(rows)
 	var order []string
-	runs := map[string][]*netRow{}
+	runs := map[string][]*compact.Row{}
 	for _, r := range rows {
 		m := make([]byte, len(r.Image))
 		for i, x := range r.Image {
@@ -219,7 +222,7 @@ func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow)
 }
 
 // writeUpdateRun writes updates whose images leave out the same columns.
-func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeUpdateRun(ctx context.Context, e *relmap.Entry, rows []*compact.Row) error {
 	var set []int
 	mask := make([]byte, 0, len(e.Rel.Columns))
 	for i := range e.Rel.Columns {
@@ -240,8 +243,8 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 		width++ // the row's key as text, for the conflict record
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, set)
-	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opUpdate, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
+	return each(rows, width, func(rs []*compact.Row) error {
+		sd, err := a.multiStatement(ctx, e, opUpdate, compact.ShapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, set, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
@@ -252,11 +255,11 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 				if n > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString(quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
+				b.WriteString(sqlgen.QuoteIdent(e.Target.Columns[e.Tcol[i]].Name))
 				b.WriteString(" = _v.column" + strconv.Itoa(len(e.Key)+n+1))
 			}
 			b.WriteString(" FROM (")
-			writeRowSource(&b, arrays, len(rs), types, arrs)
+			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
 			oids := e.TypeOIDs(set, e.TypeOIDs(e.Key, nil))
@@ -271,7 +274,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRo
 	})
 }
 
-func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeDeletes(ctx context.Context, e *relmap.Entry, rows []*compact.Row) error {
 	a.net.SortByKey(rows)
 	per := len(e.Key)
 	conflict, fail := a.wraps('D')
@@ -280,15 +283,15 @@ func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 		width++
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, nil)
-	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opDelete, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
+	return each(rows, width, func(rs []*compact.Row) error {
+		sd, err := a.multiStatement(ctx, e, opDelete, compact.ShapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, nil, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
 				b.WriteString("WITH _w AS (")
 			}
 			b.WriteString("DELETE FROM " + e.Target.Quoted + " AS _t USING (")
-			writeRowSource(&b, arrays, len(rs), types, arrs)
+			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
 			b.WriteString(") AS _v WHERE ")
 			keyMatch(&b, e)
 			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.TypeOIDs(e.Key, nil), arrs)
@@ -320,11 +323,11 @@ func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow)
 // timed directly on PostgreSQL 18, rounds of 10,000 sorted rows.) The
 // second read sees the table as the statement began, so a row the change
 // did not find because it was not there is the one recorded.
-func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, arrays bool, width, rows int, types []string, oids, arrs []uint32) (string, []uint32) {
+func finishMissing(b *strings.Builder, e *relmap.Entry, conflict string, fail, arrays bool, width, rows int, types []string, oids, arrs []uint32) (string, []uint32) {
 	if conflict != "" {
 		oids = append(oids, 25) // the key as text
 	}
-	all := rowParamOIDs(arrays, rows, oids, arrs)
+	all := compact.RowParamOIDs(arrays, rows, oids, arrs)
 	if conflict == "" {
 		return b.String(), all
 	}
@@ -340,7 +343,7 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 		given = "pg_catalog.cardinality($1)" // the first column's array
 	}
 	b.WriteString(" FROM (")
-	writeRowSource(b, arrays, rows, types, arrs)
+	compact.WriteRowSource(b, arrays, rows, types, arrs)
 	b.WriteString(") AS _v WHERE (SELECT pg_catalog.count(*) FROM _w) < " + given)
 	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _t WHERE ")
 	keyMatch(b, e)
@@ -356,8 +359,8 @@ func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, array
 // keyedForm is rowForm for a multi-row UPDATE (set: the columns it writes)
 // or DELETE (set nil), whose row source is the key columns, then set: with
 // arrays, the array types (arrs) and element types (elems) of its columns.
-func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
-	arrays, bin, each := rowForm(e, rows)
+func keyedForm(e *relmap.Entry, rows []*compact.Row, set []int) (arrays bool, arrs, elems []uint32, each func([]*compact.Row, int, func([]*compact.Row) error) error) {
+	arrays, bin, each := compact.RowForm(e, rows)
 	if arrays {
 		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.Key[n] })
 		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.Image[set[n]] })
@@ -369,7 +372,7 @@ func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems
 // keyedTypes are the SQL types of the row source of a multi-row UPDATE or
 // DELETE: the key columns, the set columns, and the key as text when the
 // statement records conflicts.
-func keyedTypes(e *relEntry, set []int, keyText bool) []string {
+func keyedTypes(e *relmap.Entry, set []int, keyText bool) []string {
 	types := e.TypeNames(set, e.TypeNames(e.Key, nil))
 	if keyText {
 		types = append(types, "pg_catalog.text")
@@ -382,7 +385,7 @@ func keyedTypes(e *relEntry, set []int, keyText bool) []string {
 // the statement records conflicts, its key as text; in the array form
 // packed into one array per column of the row source, width wide, typed by
 // elems where binary (packArrays).
-func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
+func (a *applier) addKeyedRows(e *relmap.Entry, rs []*compact.Row, set []int, keyText, arrays bool, width int, elems []uint32) {
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	for _, r := range rs {
 		for _, x := range r.Key {
@@ -404,7 +407,7 @@ func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, ar
 // DELETE (set nil): its row parameters (addKeyedRows), the rows' keys for
 // messages and, when the statement records its own conflicts, the record
 // parameters.
-func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
+func (a *applier) queueMulti(op opKind, e *relmap.Entry, sd *pgconn.StatementDescription, rs []*compact.Row, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
 	keyStart := len(a.queue.keys)
 	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
 	a.queue.keys = a.renderKeys(a.queue.keys, e, rs)
@@ -421,7 +424,7 @@ func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescrip
 
 // addKeyText adds a row's key rendered as text, the key of its conflict
 // record, as a parameter; the text lives in the compactor's arena.
-func (a *applier) addKeyText(e *relEntry, r *netRow) {
+func (a *applier) addKeyText(e *relmap.Entry, r *compact.Row) {
 	c := a.net
 	start := len(c.Arena)
 	for j, i := range e.Key {
@@ -438,7 +441,7 @@ func (a *applier) addKeyText(e *relEntry, r *netRow) {
 }
 
 // renderKeys renders the keys of a multi-row statement for messages.
-func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
+func (a *applier) renderKeys(dst []byte, e *relmap.Entry, rs []*compact.Row) []byte {
 	for n, r := range rs {
 		if n > 0 {
 			dst = append(dst, "; "...)

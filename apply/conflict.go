@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -166,7 +168,7 @@ func wrapUpdateApply(base, table string, cols []string, firstInsert, first int) 
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		writeParam(&b, firstInsert+i)
+		sqlgen.WriteParam(&b, firstInsert+i)
 	}
 	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING 1) ")
 	recordInsert(&b, ConflictUpdateMissing, "applied", first, "$"+strconv.Itoa(first+2))
@@ -201,7 +203,7 @@ func wrapInsert(base string, policy string, keyCols, cols []string, first int) s
 }
 
 // appendRecordParams appends the five record parameters.
-func (a *applier) appendRecordParams(e *relEntry, key []byte) {
+func (a *applier) appendRecordParams(e *relmap.Entry, key []byte) {
 	q := a.recordBuf[:0]
 	q = append(q, a.name...)
 	n0 := len(q)
@@ -303,7 +305,7 @@ func (a *applier) resolution(kind string) string {
 
 // wrapStatement turns a per-row statement into its self-recording form
 // (see ConflictPolicies). oids gets the record parameters' types.
-func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
+func (a *applier) wrapStatement(e *relmap.Entry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
 	conflict, fail := a.wraps(kind)
 	if conflict == "" {
 		return sql, oids
@@ -316,7 +318,7 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 			if e.Tcol[i] < 0 {
 				continue
 			}
-			c := quoteIdent(e.Target.Columns[e.Tcol[i]].Name)
+			c := sqlgen.QuoteIdent(e.Target.Columns[e.Tcol[i]].Name)
 			cols = append(cols, c)
 			if e.Rel.Columns[i].IsKey() && e.Rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
 				keyCols = append(keyCols, c)
@@ -337,7 +339,7 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 			if set.Columns[i].Kind == protocol.ColumnUnchanged {
 				full = false
 			}
-			cols = append(cols, quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
+			cols = append(cols, sqlgen.QuoteIdent(e.Target.Columns[e.Tcol[i]].Name))
 		}
 		if a.policies[ConflictUpdateMissing] == PolicyApply && full {
 			// The SET parameters are the whole new row: insert it from them.
@@ -352,7 +354,7 @@ func (a *applier) wrapStatement(e *relEntry, kind byte, set *protocol.TupleData,
 }
 
 // queueRow queues a per-row change with its conflict handling.
-func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.StatementDescription, keyStart int) {
+func (a *applier) queueRow(op opKind, kind byte, e *relmap.Entry, sd *pgconn.StatementDescription, keyStart int) {
 	conflict, fail := a.wraps(kind)
 	if conflict != "" {
 		a.appendRecordParams(e, a.queue.keys[keyStart:])
@@ -365,7 +367,7 @@ func (a *applier) queueRow(op opKind, kind byte, e *relEntry, sd *pgconn.Stateme
 
 // renderTupleKey renders the replica identity key of a tuple (every
 // column under REPLICA IDENTITY FULL) for messages and records.
-func (a *applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData) []byte {
+func (a *applier) renderTupleKey(dst []byte, e *relmap.Entry, t *protocol.TupleData) []byte {
 	n := 0
 	for i, c := range e.Rel.Columns {
 		if !c.IsKey() || i >= len(t.Columns) {
@@ -384,7 +386,7 @@ func (a *applier) renderTupleKey(dst []byte, e *relEntry, t *protocol.TupleData)
 
 // keyMoves reports whether an UPDATE moves a row onto another replica
 // identity key (the only case of update_exists that is recognised).
-func keyMoves(e *relEntry, m *protocol.Update) bool {
+func keyMoves(e *relmap.Entry, m *protocol.Update) bool {
 	if m.OldKind != protocol.TupleOldKey || e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull {
 		return false
 	}
@@ -399,20 +401,20 @@ func keyMoves(e *relEntry, m *protocol.Update) bool {
 
 // newKeyMatch writes the match of a table's key columns with parameters
 // from first on.
-func newKeyMatch(b *strings.Builder, e *relEntry, alias string, first int) []uint32 {
+func newKeyMatch(b *strings.Builder, e *relmap.Entry, alias string, first int) []uint32 {
 	var oids []uint32
 	for n, i := range e.Key {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
 		tc := e.Target.Columns[e.Tcol[i]]
-		b.WriteString(alias + quoteIdent(tc.Name))
+		b.WriteString(alias + sqlgen.QuoteIdent(tc.Name))
 		if tc.EqSchema != "" {
-			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
+			b.WriteString(" OPERATOR(" + sqlgen.QuoteIdent(tc.EqSchema) + ".=) ")
 		} else {
 			b.WriteString(" = ")
 		}
-		writeParam(b, first+n)
+		sqlgen.WriteParam(b, first+n)
 		oids = append(oids, tc.TypeOID)
 	}
 	return oids
@@ -420,7 +422,7 @@ func newKeyMatch(b *strings.Builder, e *relEntry, alias string, first int) []uin
 
 // guardNewKey adds to an UPDATE the condition that no other row holds the
 // new key; the new key's values follow the statement's parameters.
-func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
+func guardNewKey(e *relmap.Entry, sql string, oids []uint32) (string, []uint32) {
 	var b strings.Builder
 	b.WriteString(sql)
 	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _o WHERE ")
@@ -433,7 +435,7 @@ func guardNewKey(e *relEntry, sql string, oids []uint32) (string, []uint32) {
 // row onto a new key: with skip it records the conflict when the key is
 // taken (the guarded UPDATE then leaves the row alone); with apply it
 // removes the row that holds the key, and records that.
-func (a *applier) queueUpdateExists(ctx context.Context, e *relEntry, m *protocol.Update) error {
+func (a *applier) queueUpdateExists(ctx context.Context, e *relmap.Entry, m *protocol.Update) error {
 	policy := a.policies[ConflictUpdateExists]
 	shape := "xE" + policy
 	sd, ok := e.Stmts[shape]

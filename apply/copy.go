@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -90,7 +91,7 @@ func planCopy(f copyFacts) (copyAction, error) {
 }
 
 // readCopyRecord reads walapply.copies' row for applier.
-func readCopyRecord(ctx context.Context, q querier, applier string) (copyRecord, error) {
+func readCopyRecord(ctx context.Context, q relmap.Querier, applier string) (copyRecord, error) {
 	rows, err := q.Query(ctx, `SELECT slot_name, coalesce(consistent_point::text, ''), finished_at IS NOT NULL, coalesce(schema_phase, '') FROM walapply.copies WHERE applier = $1`, applier)
 	if err != nil {
 		return copyRecord{}, fmt.Errorf("reading walapply.copies on the target: %w", err)
@@ -393,7 +394,7 @@ func insertPending(ctx context.Context, tx pgx.Tx, applier string, tables []*cop
 }
 
 // readDoneTables returns the tables whose copy committed.
-func readDoneTables(ctx context.Context, q querier, applier string) (map[relName]bool, error) {
+func readDoneTables(ctx context.Context, q relmap.Querier, applier string) (map[relName]bool, error) {
 	rows, err := q.Query(ctx, `SELECT schema_name, table_name FROM walapply.copy_state WHERE applier = $1 AND status = 'done'`, applier)
 	if err != nil {
 		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
 	"github.com/walapply/walapply/protocol"
 )
@@ -128,7 +130,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		logged.Info().Msg("captured DDL touches no published table: skipped")
 		return nil
 	}
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name)}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name)}
 	stmt, err := msg.Statement()
 	if err != nil {
 		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
@@ -263,7 +265,7 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 // open target transaction holds DDL, which may have created the index.
 func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
 	var t ddl.TableName
-	var q querier
+	var q relmap.Querier
 	if a.catalog != nil && !a.ddlUncommitted() {
 		q = a.catalog
 	} else if qc, ok := a.sess.catalog().(queryCatalog); ok {
@@ -279,7 +281,7 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
 	if err != nil {
-		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", quoteQualified(schema, name), err)
+		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", sqlgen.QuoteQualified(schema, name), err)
 	}
 	defer rows.Close()
 	found := false
@@ -299,9 +301,9 @@ func (a *applier) forgetRelations(ctx context.Context) {
 	var names []string
 	for _, e := range a.rels.Rels {
 		for _, sd := range e.Stmts {
-			names = append(names, "DEALLOCATE "+quoteIdent(sd.Name))
+			names = append(names, "DEALLOCATE "+sqlgen.QuoteIdent(sd.Name))
 		}
-		a.rels.Rels[e.Rel.RelationID] = &relEntry{Rel: e.Rel}
+		a.rels.Rels[e.Rel.RelationID] = &relmap.Entry{Rel: e.Rel}
 	}
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them

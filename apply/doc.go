@@ -98,7 +98,7 @@
 // it checks the framing (transactions, stream blocks, prepared transactions)
 // and says what the message means (an event). applier acts on events against
 // a target (applier_target.go: the small interface it needs of the applying
-// connection, and tableCatalog for table lookups) and returns what each step
+// connection, and relmap.Catalog for table lookups) and returns what each step
 // did to transactions (an outcome); Run is the loop around both that owns
 // the connections. The engine's decisions are tested without a server:
 // TestTranscripts feeds messages to the applier over a recording fake
@@ -154,7 +154,7 @@
 //     commit, failure), group.go (group commit), skip.go (--skip-lsn),
 //     origin_filter.go, conflict.go, rewind.go (the origin moved back after
 //     a failed COMMIT or PREPARE).
-//   - The target: applier_target.go (target and tableCatalog, what the
+//   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs), target.go (the pipelined session, the real target),
 //     target_calls.go (its calls outside a batch), target_copy.go (COPY
 //     in a batch), statements.go (a change's prepared statement),
@@ -167,8 +167,8 @@
 //     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
 //     locator), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks). internal_aliases.go keeps
-//     their old names in apply while other branches merge (transitional).
+//     order, multi-row row sources and chunks); apply calls them by their
+//     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,

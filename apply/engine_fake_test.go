@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -89,12 +90,12 @@ func (f *fakeTarget) add(q queuedStmt, line string) {
 	}
 }
 
-func (f *fakeTarget) queueSQL(op opKind, rel *relEntry, sql string) {
+func (f *fakeTarget) queueSQL(op opKind, rel *relmap.Entry, sql string) {
 	f.add(queuedStmt{op: op, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql)
 	f.bytes += len(sql)
 }
 
-func (f *fakeTarget) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
+func (f *fakeTarget) queueStmt(op opKind, rel *relmap.Entry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	line := ""
 	if !f.quiet {
 		line = sd.Name + fakeParams(params, formats)
@@ -109,7 +110,7 @@ func (f *fakeTarget) queueExec(q queuedStmt, sql string, params [][]byte, oids [
 	f.add(q, sql+" "+fakeParams(params, formats))
 }
 
-func (f *fakeTarget) queueCopy(rel *relEntry, sql string, data []byte) {
+func (f *fakeTarget) queueCopy(rel *relmap.Entry, sql string, data []byte) {
 	f.add(queuedStmt{op: opCopy, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql+"\n"+fakeCopyData(data))
 	f.bytes += len(data)
 }
@@ -314,4 +315,4 @@ func (f *fakeTarget) rewindOrigin(ctx context.Context, to protocol.LSN) (protoco
 	return from, nil
 }
 
-func (f *fakeTarget) catalog() tableCatalog { return f.tables }
+func (f *fakeTarget) catalog() relmap.Catalog { return f.tables }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // isTLSFailure reports whether err is a TLS failure that only a change of
@@ -86,7 +87,7 @@ var copyColumnRE = regexp.MustCompile(`^COPY .*, line \d+, column (.+?)(?:: |$)`
 
 // paramColumn returns the source column (its index) of the value an
 // error's context names: the column a COPY names, or the parameter of a
-// row statement whose parameters' columns are known (relEntry.params); -1
+// row statement whose parameters' columns are known (relmap.Entry.Params); -1
 // otherwise.
 func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 	if m := copyColumnRE.FindStringSubmatch(pgErr.Where); m != nil {
@@ -131,7 +132,7 @@ func withColumn(q *queuedStmt, err error) error {
 		return err
 	}
 	if col := paramColumn(q, pgErr); col >= 0 {
-		return &columnError{columns: []string{quoteIdent(q.rel.Rel.Columns[col].Name)}, typ: q.rel.Target.Columns[q.rel.Tcol[col]].TypeName, err: err}
+		return &columnError{columns: []string{sqlgen.QuoteIdent(q.rel.Rel.Columns[col].Name)}, typ: q.rel.Target.Columns[q.rel.Tcol[col]].TypeName, err: err}
 	}
 	typ := ""
 	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {
@@ -145,7 +146,7 @@ func withColumn(q *queuedStmt, err error) error {
 	var cols []string
 	for i, sc := range q.rel.Rel.Columns {
 		if ti := q.rel.Tcol[i]; ti >= 0 && q.rel.Target.Columns[ti].TypeName == typ {
-			cols = append(cols, quoteIdent(sc.Name))
+			cols = append(cols, sqlgen.QuoteIdent(sc.Name))
 		}
 	}
 	if len(cols) == 0 {

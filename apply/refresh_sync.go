@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -109,7 +111,7 @@ func (w *tableWatch) syncing(a *applier, relid uint32) *tableSync {
 	if e == nil {
 		return nil
 	}
-	return w.syncs.tables[relName{sourceSchema(e.Rel.Namespace), e.Rel.Name}]
+	return w.syncs.tables[relName{relmap.SourceSchema(e.Rel.Namespace), e.Rel.Name}]
 }
 
 // touches returns the background copy a change's table is in, and
@@ -157,7 +159,7 @@ func (w *tableWatch) relationChanged(a *applier, rel *protocol.Relation) error {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}
-	n := relName{sourceSchema(rel.Namespace), rel.Name}
+	n := relName{relmap.SourceSchema(rel.Namespace), rel.Name}
 	if w.syncs.tables[n] == nil {
 		return nil
 	}
@@ -228,7 +230,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		defer ts.wg.Done()
 		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
-	cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
 }
@@ -349,7 +351,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("relation", logRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

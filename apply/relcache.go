@@ -10,7 +10,7 @@ import (
 // mappedRelation returns the entry of a relation, mapped onto the target
 // (relmap.Cache.Map); a target table that does not fit is a SchemaError
 // naming the relation.
-func mappedRelation(ctx context.Context, c *relationCache, cat tableCatalog, relid uint32) (*relEntry, error) {
+func mappedRelation(ctx context.Context, c *relmap.Cache, cat relmap.Catalog, relid uint32) (*relmap.Entry, error) {
 	e := c.Rels[relid]
 	if e == nil {
 		return nil, orderError("change for relation OID %d before its Relation message", relid)
@@ -31,12 +31,12 @@ func mappedRelation(ctx context.Context, c *relationCache, cat tableCatalog, rel
 // relation returns the source relation relid mapped onto its target table,
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
-func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
+func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relmap.Entry, error) {
 	u := a.rels.Rels[relid]
 	if u != nil && u.Mapped {
 		return u, nil
 	}
-	var e *relEntry
+	var e *relmap.Entry
 	var err error
 	if u != nil && (a.tables != nil || a.catalog != nil && !a.ddlUncommitted()) {
 		cat := a.tables

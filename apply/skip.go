@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -166,7 +167,7 @@ func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	var b strings.Builder
 	recordInsert(&b, kind, resolution, 1, "$3")
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	a.appendRecordParams(&relEntry{Rel: &protocol.Relation{}}, key)
+	a.appendRecordParams(&relmap.Entry{Rel: &protocol.Relation{}}, key)
 	a.params[1] = nil // no relation
 	if key == nil {
 		a.params[2] = nil

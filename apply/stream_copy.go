@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -57,7 +59,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 // protocol.ColumnText or protocol.ColumnBinary when all its written values
 // are in that format or NULL, else 0. A tuple of NULLs alone fits want
 // (0: text).
-func copyFormat(e *relEntry, t *protocol.TupleData, want byte) byte {
+func copyFormat(e *relmap.Entry, t *protocol.TupleData, want byte) byte {
 	if len(t.Columns) != len(e.Rel.Columns) {
 		return 0 // the ordinary path reports it
 	}
@@ -99,7 +101,7 @@ var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\
 // copySQL returns the COPY statement for a relation's written columns; ok
 // is false when inserts into the relation cannot go by COPY: no column is
 // written, or the table has row-level security enabled (see copyRun).
-func copySQL(e *relEntry, format byte) (sql string, ok bool) {
+func copySQL(e *relmap.Entry, format byte) (sql string, ok bool) {
 	if e.Target.RowSecurity {
 		return "", false
 	}
@@ -113,7 +115,7 @@ func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 			if n > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(e.Target.Columns[ti].Name))
+			b.WriteString(sqlgen.QuoteIdent(e.Target.Columns[ti].Name))
 			n++
 		}
 	}
@@ -151,7 +153,7 @@ func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 // waits), so memory stays bounded by one 64 KiB chunk and the largest row.
 type copyRun struct {
 	p      *replayer
-	e      *relEntry
+	e      *relmap.Entry
 	rel    uint32
 	format byte   // protocol.ColumnText or protocol.ColumnBinary
 	buf    []byte // encoded rows not yet handed to CopyFrom

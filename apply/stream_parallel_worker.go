@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -247,7 +249,7 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		// position no transaction has, which lets changeNet compact.
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
 		a.queue.txnXid, a.queue.txnLSN = j.xid, 0
-		a.net = newCompactor()
+		a.net = compact.New()
 		a.sess.begin()
 		return nil
 	case jobRollback:
@@ -272,7 +274,7 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		if i < 0 {
 			return nil // no change of it reached the worker
 		}
-		a.net = newCompactor() // see parallelWorker
+		a.net = compact.New() // see parallelWorker
 		a.sess.queueSQL(opBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
 		w.subs = w.subs[:i]
 		return nil
@@ -295,7 +297,7 @@ func (w *parallelWorker) finish(ctx context.Context, err error) error {
 
 // savepointName names the savepoint of subtransaction subxid.
 func savepointName(subxid uint32) string {
-	return quoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
+	return sqlgen.QuoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
 }
 
 // change applies one message of a stream block.

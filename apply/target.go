@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -42,7 +43,7 @@ func (o opKind) String() string { return opNames[o] }
 // result can be checked and an error reported with the relation it concerns.
 type queuedStmt struct {
 	op        opKind
-	rel       *relEntry
+	rel       *relmap.Entry
 	sql       string // the statement's SQL, for rel.params
 	keyStart  int    // the row's key, rendered into targetSession.keys, for messages
 	keyEnd    int
@@ -187,13 +188,13 @@ func (s *targetSession) begin() {
 	s.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
 }
 
-func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {
+func (s *targetSession) queueSQL(op opKind, rel *relmap.Entry, sql string) {
 	s.batch.ExecParams(sql, nil, nil, nil, nil)
 	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
 	s.bytes += len(sql)
 }
 
-func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
+func (s *targetSession) queueStmt(op opKind, rel *relmap.Entry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	if sd.Name == "" { // not prepared yet (statementFor)
 		s.batch.ExecParams(sd.SQL, params, sd.ParamOIDs, formats, nil)
 		s.deferPrepare(sd) // again, if a failure dropped it

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -49,4 +50,4 @@ func (s *targetSession) rewindOrigin(ctx context.Context, to protocol.LSN) (prot
 	return state.RewindOrigin(ctx, s.conn, s.origin, to, true)
 }
 
-func (s *targetSession) catalog() tableCatalog { return queryCatalog{s.conn} }
+func (s *targetSession) catalog() relmap.Catalog { return queryCatalog{s.conn} }

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -73,7 +75,7 @@ func (s *targetSession) closeBatch() {
 // the applier goes on preparing the next batch, as with a batch alone. The
 // steps share the target transaction; the first failure ends the run, and
 // the caller rolls back as for a failed statement.
-func (s *targetSession) queueCopy(rel *relEntry, sql string, data []byte) {
+func (s *targetSession) queueCopy(rel *relmap.Entry, sql string, data []byte) {
 	s.closeBatch()
 	s.steps = append(s.steps, sendStep{sql: sql, data: data})
 	s.queued = append(s.queued, queuedStmt{op: opCopy, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
@@ -131,7 +133,7 @@ func (r *stepRunner) wait() ([]stmtResult, error) {
 // source columns written (cols): protocol.ColumnText or ColumnBinary when
 // every value is in that format or NULL (an unchanged TOAST value, NULL in
 // an insert), else 0.
-func copyFormatOf(rows []*netRow, cols []int) byte {
+func copyFormatOf(rows []*compact.Row, cols []int) byte {
 	var want byte
 	for _, r := range rows {
 		for _, i := range cols {
@@ -147,7 +149,7 @@ func copyFormatOf(rows []*netRow, cols []int) byte {
 // copyData encodes rows for COPY in format: text rows escaped as COPY's
 // text format requires (copyRun.encode), or binary rows of send-format
 // values (copyRun.encodeBinary), NULL for NULL and unchanged TOAST values.
-func copyData(c *compactor, dst []byte, rows []*netRow, cols []int, format byte) []byte {
+func copyData(c *compact.Compactor, dst []byte, rows []*compact.Row, cols []int, format byte) []byte {
 	if format == protocol.ColumnBinary {
 		dst = append(dst, copyBinaryHeader...)
 	}

@@ -9,6 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -126,10 +129,10 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 			format = 1
 		}
 		_, perr := a.catalog.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(tc.Name), c.Data},
-			[]uint32{textOID, tc.TypeOID}, []int16{0, format}, nil).Close()
+			[]uint32{compact.TextOID, tc.TypeOID}, []int16{0, format}, nil).Close()
 		var probe *pgconn.PgError
 		if errors.As(perr, &probe) && probe.Code == pgErr.Code {
-			return &columnError{columns: []string{quoteIdent(e.Rel.Columns[i].Name)}, typ: tc.TypeName,
+			return &columnError{columns: []string{sqlgen.QuoteIdent(e.Rel.Columns[i].Name)}, typ: tc.TypeName,
 				value: a.describeValue(ctx, tc, c), err: err}
 		}
 		if perr != nil && !errors.As(perr, &probe) {
@@ -148,7 +151,7 @@ func candidateColumns(q *queuedStmt, err error) []int {
 	}
 	var idx []int
 	for i, c := range q.rel.Rel.Columns {
-		if q.rel.Tcol[i] >= 0 && slices.Contains(ce.columns, quoteIdent(c.Name)) {
+		if q.rel.Tcol[i] >= 0 && slices.Contains(ce.columns, sqlgen.QuoteIdent(c.Name)) {
 			idx = append(idx, i)
 		}
 	}
@@ -158,7 +161,7 @@ func candidateColumns(q *queuedStmt, err error) []int {
 // describeValue is valueShape of a value, a binary one read in its text
 // form on the target first (its length and, for a number, its digits say
 // more than its size in bytes).
-func (a *applier) describeValue(ctx context.Context, tc *targetColumn, c *protocol.TupleColumn) string {
+func (a *applier) describeValue(ctx context.Context, tc *relmap.Column, c *protocol.TupleColumn) string {
 	if c.Kind != protocol.ColumnBinary {
 		return valueShape(c)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -36,8 +37,8 @@ func TestValueShape(t *testing.T) {
 // earlier transaction than the last retry stopped at; a checked one, or
 // another error, does not.
 func TestUncheckedRetry(t *testing.T) {
-	rel := &relEntry{Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "v"}}},
-		Target: &targetTable{Columns: []targetColumn{{Name: "v", TypeName: "character varying(3)"}}}, Tcol: []int{0}}
+	rel := &relmap.Entry{Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "v"}}},
+		Target: &relmap.Table{Columns: []relmap.Column{{Name: "v", TypeName: "character varying(3)"}}}, Tcol: []int{0}}
 	tooLong := &pgconn.PgError{Severity: "ERROR", Code: "22001", Message: "value too long for type character varying(3)"}
 	for _, c := range []struct {
 		name string
