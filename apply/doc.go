@@ -150,10 +150,14 @@
 //     feedback, outcome tracking), keepalive.go, lease.go (one process per
 //     applier), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: txn.go (txnMachine, message framing), applier.go (Handle,
-//     commit, failure), group.go (group commit), skip.go (--skip-lsn),
-//     origin_filter.go, conflict.go, rewind.go (the origin moved back after
-//     a failed COMMIT or PREPARE).
+//   - Deciding: txn.go (txnMachine, message framing), applier.go (the
+//     applier and Handle's dispatch), applier_commit.go (commit, Settle,
+//     applied and skipped), applier_fail.go (a failed transaction rolled
+//     back, Abandon), changes.go (a change queued as its statement),
+//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
+//     conflict.go (kinds, policies, ConflictError, logging),
+//     conflict_sql.go (the self-recording statements), rewind.go (the
+//     origin moved back after a failed COMMIT or PREPARE).
 //   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs), target.go (the pipelined session, the real target),
 //     target_calls.go (its calls outside a batch), target_copy.go (COPY
@@ -161,8 +165,10 @@
 //     relcache.go (applier.relation), registry.go (the walapply schema),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go,
 //     errdetail.go, valuecheck.go (which column a rejected value is in).
-//   - Compaction: compact_write.go (write-out), compact_apply.go (which
-//     tables compact; rows packed into array parameters).
+//   - Compaction: compact_write.go (write-out, the inserts),
+//     compact_keyed.go (the multi-row UPDATE and DELETE by key),
+//     compact_apply.go (which tables compact; rows packed into array
+//     parameters).
 //   - Packages under internal/ (no cycles between them and apply): sqlgen
 //     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
 //     locator), relmap (relation mapping: relmap.Cache, relmap.Entry, the
@@ -175,7 +181,8 @@
 //     stream_parallel_origin.go, stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
-//   - Initial copy and tables published later: copy.go, copy_tables.go,
+//   - Initial copy and tables published later: copy.go, copy_plan.go
+//     (what a start does about the copy), copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is

@@ -57,7 +57,7 @@ type queuedStmt struct {
 	// (0 means 1).
 	rows int
 	// conflict names the conflict kind the statement records itself
-	// (conflict.go): its result rows are the keys that conflicted.
+	// (conflict_sql.go): its result rows are the keys that conflicted.
 	conflict string
 }
 
