@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
@@ -24,7 +25,7 @@ type Stats struct {
 	TxnsSkipped atomic.Int64 // already applied before a restart
 	Commits     atomic.Int64 // target transactions committed (group commit folds several source transactions into one)
 	Inserts     atomic.Int64
-	CopiedRows  atomic.Int64 // of Inserts, sent with COPY (stream_copy.go, target_copy.go)
+	CopiedRows  atomic.Int64 // of Inserts, sent with COPY (stream_copy.go, internal/pipeline/copy.go)
 	Updates     atomic.Int64
 	Deletes     atomic.Int64
 	Truncates   atomic.Int64
@@ -72,8 +73,8 @@ type applier struct {
 	log     zerolog.Logger
 	machine *txnMachine
 	rels    *relmap.Cache
-	sess    target     // the applying connection (applier_target.go)
-	queue   *stmtQueue // sess's bookkeeping of its queue
+	sess    target              // the applying connection (applier_target.go)
+	queue   *pipeline.StmtQueue // sess's bookkeeping of its queue
 	txn     openTxn
 
 	// applied is the end LSN of the last source transaction whose target
@@ -134,9 +135,9 @@ type applier struct {
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
 func newApplier(log zerolog.Logger, sess target, binary bool, applied protocol.LSN) *applier {
-	a := &applier{log: log, machine: newTxnMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.queue(), applied: applied, net: compact.New()}
-	a.queue.missing = a.rowMissing
-	a.queue.conflicted = a.conflicted
+	a := &applier{log: log, machine: newTxnMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.Queue(), applied: applied, net: compact.New()}
+	a.queue.Missing = a.rowMissing
+	a.queue.Conflicted = a.conflicted
 	a.policies = defaultPolicies()
 	return a
 }
@@ -203,10 +204,10 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		b := msg.(*protocol.Begin)
 		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
-		a.queue.txnXid, a.queue.txnLSN = b.Xid, b.FinalLSN
+		a.queue.TxnXid, a.queue.TxnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
 		if !a.txn.skip && a.group.count == 0 {
-			a.sess.begin()
+			a.sess.Begin()
 		}
 	case evChange:
 		if a.txn.skip || a.txn.userSkip {
@@ -221,7 +222,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
 		}
-		if a.sess.full() || a.checks(msg) { // valuecheck.go
+		if a.sess.Full() || a.checks(msg) { // valuecheck.go
 			if failed, err := a.flushChange(ctx, msg); err != nil {
 				return ev, a.failStmt(ctx, failed, err)
 			}

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -19,18 +20,18 @@ func (a *applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 		// Assigns the transaction an xid: PostgreSQL writes no commit
 		// record, and so does not advance the origin, for a transaction
 		// that wrote nothing (every change filtered out).
-		a.sess.queueSQL(opOrigin, nil, "SELECT pg_catalog.txid_current()")
+		a.sess.QueueSQL(pipeline.OpOrigin, nil, "SELECT pg_catalog.txid_current()")
 		a.filteredOut = false
 	}
 	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
 	// a transaction that aborts after it still advances the origin.
 	a.queueOriginAdvance(end, at)
-	a.sess.queueSQL(opCommit, nil, "COMMIT")
+	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
 	a.group = txnGroup{}
 	// Sent without waiting: the target executes it while the next
 	// messages are received and queued. Its result is read before the
 	// next batch goes out (Settle), and only then does it count as applied.
-	if failed, err := a.sess.sendAsync(ctx, &commitMark{end: end, at: at, count: n}); err != nil {
+	if failed, err := a.sess.SendAsync(ctx, &pipeline.CommitMark{End: end, At: at, Count: n}); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()
@@ -40,7 +41,7 @@ func (a *applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 // Settle waits for the batch in flight and records the commit it carried.
 // The connection is then free for other statements.
 func (a *applier) Settle(ctx context.Context) error {
-	if failed, err := a.sess.drain(ctx); err != nil {
+	if failed, err := a.sess.Drain(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()
@@ -49,13 +50,13 @@ func (a *applier) Settle(ctx context.Context) error {
 
 // collect records the commits that drained batches confirmed.
 func (a *applier) collect() {
-	for _, m := range a.queue.done {
+	for _, m := range a.queue.Done {
 		a.Stats.Commits.Add(1)
-		a.noteApplied(m.end, m.at)
-		a.outcome.Count += m.count
-		a.Stats.TxnsApplied.Add(int64(m.count - 1))
+		a.noteApplied(m.End, m.At)
+		a.outcome.Count += m.Count
+		a.Stats.TxnsApplied.Add(int64(m.Count - 1))
 	}
-	a.queue.done = a.queue.done[:0]
+	a.queue.Done = a.queue.Done[:0]
 }
 
 // noteApplied records that the source transaction ending at end is now
@@ -77,5 +78,5 @@ func (a *applier) noteSkipped() {
 func (a *applier) queueOriginAdvance(end protocol.LSN, at protocol.Timestamp) {
 	a.params = state.AppendXactSetupArgs(a.params[:0], end, at.Time())
 	a.formats = append(a.formats[:0], 0, 0)
-	a.sess.queueStmt(opOrigin, nil, a.queue.xactSetup, a.params, a.formats, 0, 0)
+	a.sess.QueueStmt(pipeline.OpOrigin, nil, a.queue.XactSetup, a.params, a.formats, 0, 0)
 }

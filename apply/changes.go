@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -39,7 +40,7 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		return a.change(ctx, msg)
 	}
 	if a.net.Add(e, msg) {
-		if a.net.N >= compact.MaxRows || len(a.net.Arena) >= maxBatchBytes {
+		if a.net.N >= compact.MaxRows || len(a.net.Arena) >= pipeline.MaxBatchBytes {
 			return a.writeOut(ctx)
 		}
 		return nil
@@ -67,7 +68,7 @@ func (a *applier) change(ctx context.Context, msg protocol.Message) error {
 
 // checkWidth checks that a tuple of an op's message (which: "new" or
 // "old"; "" for an INSERT's only one) has its Relation message's width.
-func checkWidth(e *relmap.Entry, t *protocol.TupleData, op opKind, which string) error {
+func checkWidth(e *relmap.Entry, t *protocol.TupleData, op pipeline.Op, which string) error {
 	if len(t.Columns) != len(e.Rel.Columns) {
 		if which != "" {
 			which += " "
@@ -93,11 +94,11 @@ func (a *applier) addParam(c *protocol.TupleColumn) {
 }
 
 func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
-	e, err := a.relation(ctx, m.RelationID, opInsert)
+	e, err := a.relation(ctx, m.RelationID, pipeline.OpInsert)
 	if err != nil {
 		return err
 	}
-	if err := checkWidth(e, &m.New, opInsert, ""); err != nil {
+	if err := checkWidth(e, &m.New, pipeline.OpInsert, ""); err != nil {
 		return err
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
@@ -110,11 +111,11 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 	if err != nil {
 		return err
 	}
-	keyStart := len(a.queue.keys)
+	keyStart := len(a.queue.Keys)
 	if c, _ := a.wraps('I'); c != "" {
-		a.queue.keys = a.renderTupleKey(a.queue.keys, e, &m.New)
+		a.queue.Keys = a.renderTupleKey(a.queue.Keys, e, &m.New)
 	}
-	a.queueRow(opInsert, 'I', e, sd, keyStart)
+	a.queueRow(pipeline.OpInsert, 'I', e, sd, keyStart)
 	a.Stats.Inserts.Add(1)
 	return nil
 }
@@ -122,7 +123,7 @@ func (a *applier) insert(ctx context.Context, m *protocol.Insert) error {
 // locator returns the tuple that locates the row of an UPDATE or DELETE:
 // the old key ('K') or old row ('O') when sent, else the new tuple (the key
 // did not change). It also says whether the identity is FULL.
-func (a *applier) locator(e *relmap.Entry, op opKind, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
+func (a *applier) locator(e *relmap.Entry, op pipeline.Op, oldKind byte, old, new *protocol.TupleData) (*protocol.TupleData, bool, error) {
 	full := e.Rel.ReplicaIdentity == protocol.ReplicaIdentityFull
 	if !full && len(e.Key) == 0 {
 		return nil, false, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
@@ -140,14 +141,14 @@ func (a *applier) locator(e *relmap.Entry, op opKind, oldKind byte, old, new *pr
 }
 
 func (a *applier) update(ctx context.Context, m *protocol.Update) error {
-	e, err := a.relation(ctx, m.RelationID, opUpdate)
+	e, err := a.relation(ctx, m.RelationID, pipeline.OpUpdate)
 	if err != nil {
 		return err
 	}
-	if err := checkWidth(e, &m.New, opUpdate, "new"); err != nil {
+	if err := checkWidth(e, &m.New, pipeline.OpUpdate, "new"); err != nil {
 		return err
 	}
-	src, full, err := a.locator(e, opUpdate, m.OldKind, &m.Old, &m.New)
+	src, full, err := a.locator(e, pipeline.OpUpdate, m.OldKind, &m.Old, &m.New)
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func (a *applier) update(ctx context.Context, m *protocol.Update) error {
 			a.addParam(&m.New.Columns[i])
 		}
 	}
-	keyStart := len(a.queue.keys)
+	keyStart := len(a.queue.Keys)
 	match := a.matchColumns(e, src, full)
 	if kind == 'G' {
 		for _, i := range e.Key {
@@ -177,28 +178,28 @@ func (a *applier) update(ctx context.Context, m *protocol.Update) error {
 	if err != nil {
 		return err
 	}
-	a.queueRow(opUpdate, kind, e, sd, keyStart)
+	a.queueRow(pipeline.OpUpdate, kind, e, sd, keyStart)
 	a.Stats.Updates.Add(1)
 	return nil
 }
 
 func (a *applier) delete(ctx context.Context, m *protocol.Delete) error {
-	e, err := a.relation(ctx, m.RelationID, opDelete)
+	e, err := a.relation(ctx, m.RelationID, pipeline.OpDelete)
 	if err != nil {
 		return err
 	}
-	src, full, err := a.locator(e, opDelete, m.OldKind, &m.Old, &m.Old)
+	src, full, err := a.locator(e, pipeline.OpDelete, m.OldKind, &m.Old, &m.Old)
 	if err != nil {
 		return err
 	}
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	keyStart := len(a.queue.keys)
+	keyStart := len(a.queue.Keys)
 	match := a.matchColumns(e, src, full)
 	sd, err := a.statement(ctx, e, 'D', nil, match, full)
 	if err != nil {
 		return err
 	}
-	a.queueRow(opDelete, 'D', e, sd, keyStart)
+	a.queueRow(pipeline.OpDelete, 'D', e, sd, keyStart)
 	a.Stats.Deletes.Add(1)
 	return nil
 }
@@ -216,7 +217,7 @@ func (a *applier) matchColumns(e *relmap.Entry, src *protocol.TupleData, full bo
 	} else {
 		use = append(use, e.Key...)
 	}
-	keys := a.queue.keys
+	keys := a.queue.Keys
 	for n, i := range use {
 		c := &src.Columns[i]
 		a.addParam(c)
@@ -227,7 +228,7 @@ func (a *applier) matchColumns(e *relmap.Entry, src *protocol.TupleData, full bo
 		keys = append(keys, '=')
 		keys = appendValue(keys, c)
 	}
-	a.queue.keys = keys
+	a.queue.Keys = keys
 	a.matchIdx = use
 	return use
 }
@@ -263,7 +264,7 @@ func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 	only := make([]bool, 0, len(m.RelationIDs))
 	var first *relmap.Entry
 	for _, id := range m.RelationIDs {
-		e, err := a.relation(ctx, id, opTruncate)
+		e, err := a.relation(ctx, id, pipeline.OpTruncate)
 		if err != nil {
 			return err
 		}
@@ -277,7 +278,7 @@ func (a *applier) truncate(ctx context.Context, m *protocol.Truncate) error {
 		return nil
 	}
 	sql := sqlgen.Truncate(tables, only, m.Options&protocol.TruncateCascade != 0, m.Options&protocol.TruncateRestartIdentity != 0)
-	a.sess.queueSQL(opTruncate, first, sql)
+	a.sess.QueueSQL(pipeline.OpTruncate, first, sql)
 	a.Stats.Truncates.Add(1)
 	return nil
 }

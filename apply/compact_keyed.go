@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -65,7 +66,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relmap.Entry, rows []*c
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, set)
 	return each(rows, width, func(rs []*compact.Row) error {
-		sd, err := a.multiStatement(ctx, e, opUpdate, compact.ShapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, pipeline.OpUpdate, compact.ShapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, set, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
@@ -89,7 +90,7 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relmap.Entry, rows []*c
 		if err != nil {
 			return err
 		}
-		a.queueMulti(opUpdate, e, sd, rs, set, conflict, fail, arrays, width, elems)
+		a.queueMulti(pipeline.OpUpdate, e, sd, rs, set, conflict, fail, arrays, width, elems)
 		a.Stats.Updates.Add(int64(len(rs)))
 		return nil
 	})
@@ -105,7 +106,7 @@ func (a *applier) writeDeletes(ctx context.Context, e *relmap.Entry, rows []*com
 	}
 	arrays, arrs, elems, each := keyedForm(e, rows, nil)
 	return each(rows, width, func(rs []*compact.Row) error {
-		sd, err := a.multiStatement(ctx, e, opDelete, compact.ShapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, pipeline.OpDelete, compact.ShapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
 			types := keyedTypes(e, nil, conflict != "")
 			var b strings.Builder
 			if conflict != "" {
@@ -120,7 +121,7 @@ func (a *applier) writeDeletes(ctx context.Context, e *relmap.Entry, rows []*com
 		if err != nil {
 			return err
 		}
-		a.queueMulti(opDelete, e, sd, rs, nil, conflict, fail, arrays, width, elems)
+		a.queueMulti(pipeline.OpDelete, e, sd, rs, nil, conflict, fail, arrays, width, elems)
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
@@ -228,18 +229,18 @@ func (a *applier) addKeyedRows(e *relmap.Entry, rs []*compact.Row, set []int, ke
 // DELETE (set nil): its row parameters (addKeyedRows), the rows' keys for
 // messages and, when the statement records its own conflicts, the record
 // parameters.
-func (a *applier) queueMulti(op opKind, e *relmap.Entry, sd *pgconn.StatementDescription, rs []*compact.Row, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
-	keyStart := len(a.queue.keys)
+func (a *applier) queueMulti(op pipeline.Op, e *relmap.Entry, sd *pgconn.StatementDescription, rs []*compact.Row, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
+	keyStart := len(a.queue.Keys)
 	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
-	a.queue.keys = a.renderKeys(a.queue.keys, e, rs)
+	a.queue.Keys = a.renderKeys(a.queue.Keys, e, rs)
 	if conflict != "" {
 		a.appendRecordParams(e, nil)
 	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
-	q := a.queue.last()
-	q.rows = len(rs)
+	a.sess.QueueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.Keys))
+	q := a.queue.Last()
+	q.Rows = len(rs)
 	if !fail {
-		q.conflict = conflict
+		q.Conflict = conflict
 	}
 }
 

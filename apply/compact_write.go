@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -15,7 +16,7 @@ import (
 // writeOut writes the net changes out (internal/compact keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
 // whose rows come from a row source (internal/compact/rows.go), or a long run of
-// inserts as one COPY (target_copy.go).
+// inserts as one COPY (internal/pipeline/copy.go).
 //
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
@@ -72,12 +73,12 @@ func (a *applier) addCell(x compact.Cell) {
 }
 
 // multiStatement returns the prepared statement of a multi-row shape.
-func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op pipeline.Op, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.Stmts[shape]; ok {
 		return sd, nil
 	}
 	sql, oids := build()
-	sd, err := a.sess.statementFor(ctx, sql, oids)
+	sd, err := a.sess.StatementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: fmt.Errorf("preparing the statement: %w", err)}
@@ -100,7 +101,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 				return err
 			}
 			a.params, a.formats = a.params[:0], a.formats[:0]
-			a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+			a.sess.QueueStmt(pipeline.OpInsert, e, sd, a.params, a.formats, 0, 0)
 		}
 		return nil
 	}
@@ -114,7 +115,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 		elems = e.ElemTypes(nil, cols, arrs)
 	}
 	return each(rows, len(cols), func(rs []*compact.Row) error {
-		sd, err := a.multiStatement(ctx, e, opInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
+		sd, err := a.multiStatement(ctx, e, pipeline.OpInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
 			var oids []uint32
@@ -148,7 +149,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 		if arrays {
 			a.packArrays(len(cols), elems)
 		}
-		a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+		a.sess.QueueStmt(pipeline.OpInsert, e, sd, a.params, a.formats, 0, 0)
 		a.Stats.Inserts.Add(int64(len(rs)))
 		return nil
 	})
@@ -165,7 +166,7 @@ func (a *applier) queueCopyRun(e *relmap.Entry, rows []*compact.Row, cols []int)
 	if !ok {
 		return false
 	}
-	a.sess.queueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
+	a.sess.QueueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
 	a.Stats.Inserts.Add(int64(len(rows)))
 	a.Stats.CopiedRows.Add(int64(len(rows)))
 	return true

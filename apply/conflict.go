@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 )
 
 // Conflict kinds.
@@ -141,13 +142,13 @@ func asConflictError(err error) error {
 }
 
 // conflicted logs and counts a conflict a statement recorded.
-func (a *applier) conflicted(q *queuedStmt, key string) {
-	a.Stats.Conflicts.Add(q.conflict)
-	if q.conflict == ConflictUpdateMissing || q.conflict == ConflictDeleteMissing {
+func (a *applier) conflicted(q *pipeline.Stmt, key string) {
+	a.Stats.Conflicts.Add(q.Conflict)
+	if q.Conflict == ConflictUpdateMissing || q.Conflict == ConflictDeleteMissing {
 		a.Stats.MissingRows.Add(1)
 	}
-	a.log.Warn().Str("conflict", q.conflict).Str("resolution", a.resolution(q.conflict)).Str("relation", q.rel.LogName()).
-		Str("key", key).Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).Msg("conflict")
+	a.log.Warn().Str("conflict", q.Conflict).Str("resolution", a.resolution(q.Conflict)).Str("relation", q.Rel.LogName()).
+		Str("key", key).Uint32("xid", q.Xid).Stringer("commit_lsn", q.CommitLSN).Msg("conflict")
 }
 
 func (a *applier) resolution(kind string) string {
@@ -159,19 +160,19 @@ func (a *applier) resolution(kind string) string {
 
 // rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's
 // subscriber, it is skipped (update_missing / delete_missing).
-func (a *applier) rowMissing(q *queuedStmt, n int, key string) {
+func (a *applier) rowMissing(q *pipeline.Stmt, n int, key string) {
 	a.Stats.MissingRows.Add(int64(n))
 	kind := "update_missing"
-	if q.op == opDelete {
+	if q.Op == pipeline.OpDelete {
 		kind = "delete_missing"
 	}
 	for i := 0; i < n; i++ {
 		a.Stats.Conflicts.Add(kind)
 	}
-	if q.rows > 1 {
-		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.rows, key)
+	if q.Rows > 1 {
+		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.Rows, key)
 	}
-	a.log.Warn().Str("conflict", kind).Str("relation", q.rel.LogName()).Str("key", key).
-		Uint32("xid", q.xid).Stringer("commit_lsn", q.commitLSN).
+	a.log.Warn().Str("conflict", kind).Str("relation", q.Rel.LogName()).Str("key", key).
+		Uint32("xid", q.Xid).Stringer("commit_lsn", q.CommitLSN).
 		Msg("row to change not found on the target; skipped")
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -204,14 +205,14 @@ func (a *applier) wrapStatement(e *relmap.Entry, kind byte, set *protocol.TupleD
 }
 
 // queueRow queues a per-row change with its conflict handling.
-func (a *applier) queueRow(op opKind, kind byte, e *relmap.Entry, sd *pgconn.StatementDescription, keyStart int) {
+func (a *applier) queueRow(op pipeline.Op, kind byte, e *relmap.Entry, sd *pgconn.StatementDescription, keyStart int) {
 	conflict, fail := a.wraps(kind)
 	if conflict != "" {
-		a.appendRecordParams(e, a.queue.keys[keyStart:])
+		a.appendRecordParams(e, a.queue.Keys[keyStart:])
 	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
+	a.sess.QueueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.Keys))
 	if !fail {
-		a.queue.last().conflict = conflict
+		a.queue.Last().Conflict = conflict
 	}
 }
 
@@ -306,7 +307,7 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relmap.Entry, m *pro
 		b.WriteString(" FROM _x RETURNING key")
 		oids = append(oids, recordOIDs...)
 		var err error
-		if sd, err = a.sess.statementFor(ctx, b.String(), oids); err != nil {
+		if sd, err = a.sess.StatementFor(ctx, b.String(), oids); err != nil {
 			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpUpdate, Err: fmt.Errorf("preparing the statement: %w", err)}
 		}
 		e.Stmts[shape] = sd
@@ -315,11 +316,11 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relmap.Entry, m *pro
 	for _, i := range e.Key {
 		a.addParam(&m.New.Columns[i])
 	}
-	keyStart := len(a.queue.keys)
-	a.queue.keys = a.renderTupleKey(a.queue.keys, e, &m.New)
-	a.appendRecordParams(e, a.queue.keys[keyStart:])
-	a.sess.queueStmt(opUpdate, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
-	q := a.queue.last()
-	q.conflict = ConflictUpdateExists
+	keyStart := len(a.queue.Keys)
+	a.queue.Keys = a.renderTupleKey(a.queue.Keys, e, &m.New)
+	a.appendRecordParams(e, a.queue.Keys[keyStart:])
+	a.sess.QueueStmt(pipeline.OpUpdate, e, sd, a.params, a.formats, keyStart, len(a.queue.Keys))
+	q := a.queue.Last()
+	q.Conflict = ConflictUpdateExists
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
@@ -149,7 +150,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
-	if failed, err := a.sess.flush(ctx); err != nil {
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()
@@ -174,13 +175,13 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 // source's search_path, then the session's own again; tables created by
 // it are recorded in walapply.copy_state.
 func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
 		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
 	}
-	if err := a.sess.exec(ctx, stmt); err != nil {
+	if err := a.sess.Exec(ctx, stmt); err != nil {
 		return err
 	}
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
 		return err
 	}
 	if len(created) > 0 && a.name != "" {
@@ -190,7 +191,7 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 		for _, n := range created {
 			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+tableExisting+"', true)")
 		}
-		if err := a.sess.exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
+		if err := a.sess.Exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
 			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {
 			return fmt.Errorf("recording the created table(s) in walapply.copy_state: %w", err)
 		}
@@ -268,11 +269,11 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 	var q relmap.Querier
 	if a.catalog != nil && !a.ddlUncommitted() {
 		q = a.catalog
-	} else if qc, ok := a.sess.catalog().(queryCatalog); ok {
+	} else if qc, ok := a.sess.Catalog().(pipeline.QueryCatalog); ok {
 		if err := a.Settle(ctx); err != nil {
 			return t, false, err
 		}
-		q = qc.q
+		q = qc.Q
 	} else {
 		return t, false, nil
 	}
@@ -308,7 +309,7 @@ func (a *applier) forgetRelations(ctx context.Context) {
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them
 		// prepared until the session ends.
-		if err := a.sess.exec(ctx, strings.Join(names, "; ")); err != nil {
+		if err := a.sess.Exec(ctx, strings.Join(names, "; ")); err != nil {
 			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
 		}
 	}

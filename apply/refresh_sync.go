@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -305,8 +306,8 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		return err
 	}
 	applied, at := a.Applied()
-	a.queue.txnXid, a.queue.txnLSN = 0, applied
-	a.sess.begin()
+	a.queue.TxnXid, a.queue.TxnLSN = 0, applied
+	a.sess.Begin()
 	skipped := 0
 	for _, c := range ts.changes {
 		if c.finalLSN < ct.lsn && ct.snap.visible(c.xid) {
@@ -318,23 +319,23 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
 		}
 		a.txn = openTxn{xid: c.xid, finalLSN: c.finalLSN}
-		a.queue.txnXid, a.queue.txnLSN = c.xid, c.finalLSN
+		a.queue.TxnXid, a.queue.TxnLSN = c.xid, c.finalLSN
 		if err := a.change(ctx, msg); err != nil {
 			return a.fail(ctx, err)
 		}
-		if a.sess.full() {
-			if failed, err := a.sess.flush(ctx); err != nil {
+		if a.sess.Full() {
+			if failed, err := a.sess.Flush(ctx); err != nil {
 				return a.failStmt(ctx, failed, err)
 			}
 		}
 	}
 	a.txn = openTxn{}
-	a.sess.queueExec(queuedStmt{op: opOrigin}, `UPDATE walapply.copy_state SET status = 'done'
+	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin}, `UPDATE walapply.copy_state SET status = 'done'
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
 		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil)
 	a.queueOriginAdvance(applied, at)
-	a.sess.queueSQL(opCommit, nil, "COMMIT")
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	if a.copied == nil {

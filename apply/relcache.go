@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 )
 
@@ -31,7 +32,7 @@ func mappedRelation(ctx context.Context, c *relmap.Cache, cat relmap.Catalog, re
 // relation returns the source relation relid mapped onto its target table,
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
-func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relmap.Entry, error) {
+func (a *applier) relation(ctx context.Context, relid uint32, op pipeline.Op) (*relmap.Entry, error) {
 	u := a.rels.Rels[relid]
 	if u != nil && u.Mapped {
 		return u, nil
@@ -45,13 +46,13 @@ func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relma
 		}
 		e, err = mappedRelation(ctx, a.rels, cat, relid)
 	} else {
-		if u != nil && a.sess.busy() {
+		if u != nil && a.sess.Busy() {
 			// The catalog lookup needs the connection.
 			if err := a.Settle(ctx); err != nil {
 				return nil, err
 			}
 		}
-		e, err = mappedRelation(ctx, a.rels, a.sess.catalog(), relid)
+		e, err = mappedRelation(ctx, a.rels, a.sess.Catalog(), relid)
 	}
 	if err != nil {
 		rel := ""

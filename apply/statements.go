@@ -47,7 +47,7 @@ func (a *applier) statement(ctx context.Context, e *relmap.Entry, kind byte, set
 		sql, oids = guardNewKey(e, sql, oids)
 	}
 	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
-	sd, err := a.sess.statementFor(ctx, sql, oids)
+	sd, err := a.sess.StatementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: opOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -20,7 +21,7 @@ const copyMinRun = 64
 // when the rows cannot be copied; the message that ended the run is left in
 // p.stash.
 func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.Insert) (bool, error) {
-	e, err := a.relation(ctx, first.RelationID, opInsert)
+	e, err := a.relation(ctx, first.RelationID, pipeline.OpInsert)
 	if err != nil {
 		return false, a.fail(ctx, err)
 	}
@@ -33,7 +34,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		return false, nil
 	}
 	// COPY needs the connection to itself: what is queued goes first.
-	if failed, err := a.sess.flush(ctx); err != nil {
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return true, a.failStmt(ctx, failed, err)
 	}
 	c := &copyRun{p: p, e: e, rel: first.RelationID, format: format, buf: make([]byte, 0, 64<<10)}
@@ -41,7 +42,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		c.buf = append(c.buf, copyBinaryHeader...)
 	}
 	c.encode(&first.New)
-	err = a.sess.copyFrom(ctx, c, sql)
+	err = a.sess.CopyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
 	a.Stats.CopiedRows.Add(c.rows)
 	if c.err != nil { // reading the spill file failed; COPY was aborted
@@ -50,7 +51,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	if err != nil {
 		// Named as a queued COPY's failure is: the column, and a retry
 		// that checks the value (valuecheck.go).
-		return true, a.failQueued(ctx, &queuedStmt{op: opCopy, rel: e, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.txn.finalLSN}, err)
+		return true, a.failQueued(ctx, &pipeline.Stmt{Op: pipeline.OpCopy, Rel: e, Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, FirstLSN: a.txn.finalLSN}, err)
 	}
 	return true, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -68,8 +69,8 @@ func (a *applier) checks(msg protocol.Message) bool {
 
 // flushChange sends what is queued and reads the results; in the checked
 // transaction an error about a value of msg names its column.
-func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*queuedStmt, error) {
-	failed, err := a.sess.flush(ctx)
+func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*pipeline.Stmt, error) {
+	failed, err := a.sess.Flush(ctx)
 	if err != nil && a.checking() {
 		err = a.checkValues(ctx, failed, msg, err)
 	}
@@ -89,20 +90,20 @@ const valueProbeSQL = `SELECT pg_catalog.json_populate_record(NULL::%s, pg_catal
 // withColumn narrows the error down to, else every column written; the
 // first whose value alone the target rejects with the same SQLSTATE is
 // named. Otherwise err is returned unchanged.
-func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.Message, err error) error {
+func (a *applier) checkValues(ctx context.Context, q *pipeline.Stmt, msg protocol.Message, err error) error {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.Target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
+	if q == nil || q.Rel == nil || q.Rel.Target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
 		return err
 	}
-	e := q.rel
+	e := q.Rel
 	var t *protocol.TupleData
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if m.RelationID == e.Rel.RelationID && q.op == opInsert {
+		if m.RelationID == e.Rel.RelationID && q.Op == pipeline.OpInsert {
 			t = &m.New
 		}
 	case *protocol.Update:
-		if m.RelationID == e.Rel.RelationID && q.op == opUpdate {
+		if m.RelationID == e.Rel.RelationID && q.Op == pipeline.OpUpdate {
 			t = &m.New
 		}
 	}
@@ -144,14 +145,14 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 
 // candidateColumns returns the source columns a columnError in err names
 // (quoted names, as withColumn writes them), in the relation's order.
-func candidateColumns(q *queuedStmt, err error) []int {
+func candidateColumns(q *pipeline.Stmt, err error) []int {
 	var ce *columnError
 	if !errors.As(err, &ce) {
 		return nil
 	}
 	var idx []int
-	for i, c := range q.rel.Rel.Columns {
-		if q.rel.Tcol[i] >= 0 && slices.Contains(ce.columns, sqlgen.QuoteIdent(c.Name)) {
+	for i, c := range q.Rel.Rel.Columns {
+		if q.Rel.Tcol[i] >= 0 && slices.Contains(ce.columns, sqlgen.QuoteIdent(c.Name)) {
 			idx = append(idx, i)
 		}
 	}
@@ -247,13 +248,13 @@ func isValueError(e *pgconn.PgError) bool {
 // unchecked reports whether err, of statement q, is a value error from the
 // target (isValueError) on an INSERT, UPDATE or COPY whose value was not
 // checked yet (checkValues): Run's retry then checks it.
-func unchecked(q *queuedStmt, err error) bool {
+func unchecked(q *pipeline.Stmt, err error) bool {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.Target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
+	if q == nil || q.Rel == nil || q.Rel.Target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
 		strings.Contains(pgErr.Message, "column") {
 		return false
 	}
-	if q.op != opInsert && q.op != opUpdate && q.op != opCopy {
+	if q.Op != pipeline.OpInsert && q.Op != pipeline.OpUpdate && q.Op != pipeline.OpCopy {
 		return false
 	}
 	var ce *columnError
