@@ -48,14 +48,28 @@ const coalesceEnough = 32 << 10
 // So walapply closes the window on purpose when the walsender is behind: on
 // a loopback connection the socket's receive buffer is small
 // (coalesceRcvBuf), and after a read that emptied the socket, the next read
-// pauses briefly (coalescePause) while the window fills, unless about a
-// window's worth (coalesceEnough) is already waiting. That is the case when
-// the walsender is ahead: the room a read makes lets its queue in at once,
-// and a fast stream is not paused. (A
-// reader that always paused was slower on backlogs that keep the target
-// busy, pgbench and mixed on PostgreSQL 18; with less than a window as the
-// bar, or reading into a 64 KiB buffer of its own, the window stayed open
-// for much of a backlog of small transactions.)
+// waits briefly (at most coalescePause) for about a window's worth
+// (coalesceEnough) to be waiting. A walsender that is ahead has that much
+// queued at once, so a fast stream is not paused. (A reader that always
+// paused was slower on backlogs that keep the target busy, pgbench and
+// mixed on PostgreSQL 18; with less than a window as the bar, or reading
+// into a 64 KiB buffer of its own, the window stayed open for much of a
+// backlog of small transactions.)
+//
+// On Linux the wait is spent in the kernel (awaitWindow): the socket's
+// SO_RCVLOWAT is raised to coalesceEnough and one ppoll(2) waits for it or
+// for the pause to end, so the pause ends as soon as the window is full,
+// and nothing wakes walapply for the segments that arrive during it. It
+// used to be a SIOCINQ look and a time.Sleep: a goroutine parked on a Go
+// timer, which with two Ps also woke the runtime's other thread, that spun
+// and polled and slept again. That is CPU the walsender and the target
+// backend need on a busy two-core machine. Measured (issue 17, small on
+// PostgreSQL 18, walapply CPU per drain, medians of alternating rounds, see
+// BENCHMARKS.md): without a neighbour load 1.75 s with the sleep against
+// 0.9 s with ppoll; with a CPU-bound neighbour per core 0.44 s either way.
+// Taking the pause out, or a large or autotuned receive buffer instead of
+// the small one, was worse in both conditions: 200,000-800,000 segments and
+// up to three times the walsender's CPU.
 //
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
@@ -65,15 +79,14 @@ type coalescingConn struct {
 	pause    time.Duration
 	deadline time.Time // the read deadline last set
 	emptied  bool      // the last read returned less than asked
-	// waiting returns the bytes waiting on the socket, or -1 if it cannot
-	// tell (then the read pauses).
-	waiting func() int
-	sleep   func(time.Duration)
-	now     func() time.Time
+	// await waits at most d for coalesceEnough bytes to be waiting on the
+	// socket (socketAwait).
+	await func(d time.Duration)
+	now   func() time.Time
 }
 
 func newCoalescingConn(c net.Conn, pause time.Duration) *coalescingConn {
-	return &coalescingConn{Conn: c, pause: pause, waiting: socketWaiting(c), sleep: time.Sleep, now: time.Now}
+	return &coalescingConn{Conn: c, pause: pause, await: socketAwait(c), now: time.Now}
 }
 
 func (c *coalescingConn) SetDeadline(t time.Time) error {
@@ -92,14 +105,24 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 		if !c.deadline.IsZero() {
 			d = min(d, c.deadline.Sub(c.now()))
 		}
-		// Asking the socket costs a system call: only when a pause is left.
-		if d > 0 && c.waiting() < coalesceEnough {
-			c.sleep(d)
+		if d > 0 {
+			c.await(d)
 		}
 	}
 	n, err := c.Conn.Read(p)
 	c.emptied = err == nil && n < len(p)
 	return n, err
+}
+
+// sleepUnlessEnough is the wait where the kernel cannot do it (not a TCP
+// socket, not Linux): it asks how much is waiting (waiting returns -1 if
+// it cannot tell) and sleeps for the whole pause unless a window's worth is.
+func sleepUnlessEnough(waiting func() int, sleep func(time.Duration)) func(time.Duration) {
+	return func(d time.Duration) {
+		if waiting() < coalesceEnough {
+			sleep(d)
+		}
+	}
 }
 
 // coalescing wraps the connections that dial opens (pgconn's dialer, with

@@ -2,8 +2,13 @@
 
 package protocol
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
-// socketWaiting cannot ask the socket on this system: every read that
-// follows one that emptied the socket pauses.
-func socketWaiting(net.Conn) func() int { return func() int { return -1 } }
+// socketAwait cannot ask the socket on this system: every read that
+// follows one that emptied the socket sleeps for the whole pause.
+func socketAwait(net.Conn) func(time.Duration) {
+	return sleepUnlessEnough(func() int { return -1 }, time.Sleep)
+}
