@@ -57,19 +57,21 @@ const coalesceEnough = 32 << 10
 // backlog of small transactions.)
 //
 // On Linux the wait is spent in the kernel (awaitWindow): the socket's
-// SO_RCVLOWAT is raised to coalesceEnough and one ppoll(2) waits for it or
-// for the pause to end, so the pause ends as soon as the window is full,
-// and nothing wakes walapply for the segments that arrive during it. It
-// used to be a SIOCINQ look and a time.Sleep: a goroutine parked on a Go
-// timer, which with two Ps also woke the runtime's other thread, that spun
-// and polled and slept again. That is CPU the walsender and the target
-// backend need on a busy two-core machine. Measured (issue 17, small on
-// PostgreSQL 18, walapply CPU per drain, medians of alternating rounds, see
-// BENCHMARKS.md): without a neighbour load 1.75 s with the sleep against
-// 0.9 s with ppoll; with a CPU-bound neighbour per core 0.44 s either way.
-// Taking the pause out, or a large or autotuned receive buffer instead of
-// the small one, was worse in both conditions: 200,000-800,000 segments and
-// up to three times the walsender's CPU.
+// SO_RCVLOWAT is raised to coalesceEnough and one ppoll(2) waits for that
+// much or for the pause to end. It used to be a SIOCINQ look and a
+// time.Sleep, and while the goroutine slept on a Go timer the runtime's
+// poller thread was woken by every segment that arrived (its epoll is
+// edge-triggered and nobody was reading): in one drain of 200,000 one-row
+// transactions on PostgreSQL 18, 222,000 epoll_pwait and 262,000 context
+// switches, 2.27 s of walapply CPU; with the low-water mark the kernel
+// wakes nobody below it: 10,000 and 35,000, 1.28 s (counted with perf
+// stat; on a machine with a load average of 12-16 from other work). With
+// a CPU-bound neighbour per core: 16,000 and 27,000, 0.71 s, against
+// 4,500 and 10,000, 0.57 s. And the pause ends as soon as the window is
+// full. Taking the pause out, or a large or autotuned receive buffer
+// instead of the small one, was worse with and without the neighbours:
+// 190,000-800,000 segments per drain and up to three times the
+// walsender's CPU (issue 17).
 //
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
