@@ -58,20 +58,23 @@ const coalesceEnough = 32 << 10
 //
 // On Linux the wait is spent in the kernel (awaitWindow): the socket's
 // SO_RCVLOWAT is raised to coalesceEnough and one ppoll(2) waits for that
-// much or for the pause to end. It used to be a SIOCINQ look and a
-// time.Sleep, and while the goroutine slept on a Go timer the runtime's
-// poller thread was woken by every segment that arrived (its epoll is
-// edge-triggered and nobody was reading): in one drain of 200,000 one-row
-// transactions on PostgreSQL 18, 222,000 epoll_pwait and 262,000 context
-// switches, 2.27 s of walapply CPU; with the low-water mark the kernel
-// wakes nobody below it: 10,000 and 35,000, 1.28 s (counted with perf
-// stat; on a machine with a load average of 12-16 from other work). With
-// a CPU-bound neighbour per core: 16,000 and 27,000, 0.71 s, against
-// 4,500 and 10,000, 0.57 s. And the pause ends as soon as the window is
-// full. Taking the pause out, or a large or autotuned receive buffer
-// instead of the small one, was worse with and without the neighbours:
-// 190,000-800,000 segments per drain and up to three times the
-// walsender's CPU (issue 17).
+// much or for the pause to end, so the pause also ends as soon as the
+// window is full. It used to be a SIOCINQ look and a time.Sleep, and while
+// the goroutine slept on a Go timer the runtime's poller thread was woken
+// by every segment that arrived (its epoll is edge-triggered and nobody was
+// reading); below the low-water mark the kernel wakes nobody. In one drain
+// of 200,000 one-row transactions on PostgreSQL 18 (perf stat, load
+// average 12-16 from other work): 222,000 epoll_pwait and 262,000 context
+// switches before, 10,000 and 35,000 after; with a CPU-bound neighbour per
+// core 16,000 and 27,000 before, 4,500 and 10,000 after. In five
+// alternating rounds of that drain, walapply's CPU went from 1.85 to 0.84 s
+// without the neighbours and from 0.69 to 0.47 s with them (medians), and
+// the drains from 6.3 to 5.0 s and from 7.9 to 6.4 s.
+//
+// Taking the pause out, or a large or autotuned receive buffer instead of
+// the small one, was worse with and without the neighbours (issue 17: the
+// same drain took the walsender up to 2.1 s of CPU instead of 0.7-1.1 s,
+// walapply up to 3.6 s, and up to 9.5 s against 3.3-6.1 s).
 //
 // The pause never passes the read deadline that the caller set (the run
 // loop's deadlines mean "nothing more at hand: commit the group"), and a
