@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/internal/ddl"
 	"github.com/walapply/walapply/protocol"
 )
@@ -46,7 +47,8 @@ type ddlState struct {
 	// which come before its ddl_command_end one.
 	dropped    []*ddl.Message
 	droppedXid uint32
-	cfg        *Config // to reach the source (verify)
+	cfg        *Config   // to reach the source (verify)
+	src        *pgx.Conn // sourceConn's
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool
@@ -114,7 +116,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		// Signed by the capture? Asked only of what would run.
 		var ok bool
 		if ok, drops, err = a.verifyDDL(ctx, msg, drops); err == nil && !ok {
-			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign (emitted by some role with pg_logical_emit_message): skipped")
+			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign in this transaction (emitted by some role with pg_logical_emit_message): skipped")
 			return nil
 		}
 		if err == nil {

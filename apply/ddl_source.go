@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walapply/walapply/internal/ddl"
 )
 
@@ -20,48 +22,76 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	if p, ok := d.oids[oid]; ok {
 		return p, nil
 	}
-	src, err := connectSource(ctx, d.cfg, "ddl")
+	src, err := d.sourceConn(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
 	var p bool
 	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p, pg_catalog.pg_get_publication_tables(p.pubname) t
 		WHERE p.pubname = ANY ($1) AND t.relid = $2)`, d.cfg.Publications, oid).Scan(&p); err != nil {
+		d.closeSource(ctx)
 		return false, fmt.Errorf("asking the source whether table OID %d is published (--ddl): %w", oid, err)
 	}
 	d.oids[oid] = p
 	return p, nil
 }
 
-// verifyDDL asks the source whether the capture signed msg, and returns
-// the drop messages it signed (ddl.Install): a plain connection of its
-// own, for the statement only (DDL is rare; the replication connection is
-// streaming).
+// verifyDDL asks the source whether the capture signed msg in this
+// transaction, and returns the drop messages it signed (ddl.Install).
 func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (bool, []*ddl.Message, error) {
 	all := append([]*ddl.Message{msg}, drops...)
 	bodies, sigs := make([]string, len(all)), make([]string, len(all))
 	for i, m := range all {
 		bodies[i], sigs[i] = m.Body, m.Sig
 	}
-	src, err := connectSource(ctx, a.ddl.cfg, "ddl")
+	src, err := a.ddl.sourceConn(ctx)
 	if err != nil {
 		return false, nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
 	var oks []bool
 	if err := src.QueryRow(ctx, `SELECT array_agg(walapply_ddl.verify(b, s) ORDER BY n) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(b, s, n)`, bodies, sigs).Scan(&oks); err != nil {
+		a.ddl.closeSource(ctx)
 		return false, nil, fmt.Errorf("verifying a captured DDL statement on the source: %w", err)
+	}
+	for i, m := range all {
+		// Signed, and in the transaction it was made in: a genuine
+		// message copied into another transaction names the first.
+		oks[i] = oks[i] && m.Xid == a.txn.xid
 	}
 	var signed []*ddl.Message
 	for i, m := range drops {
 		if oks[i+1] {
 			signed = append(signed, m)
 		} else {
-			a.log.Warn().Stringer("lsn", a.txn.finalLSN).Msg("a walapply.ddl drop message that the source's DDL capture did not sign: ignored")
+			a.log.Warn().Stringer("lsn", a.txn.finalLSN).Msg("a walapply.ddl drop message that the source's DDL capture did not sign in this transaction: ignored")
 		}
 	}
 	return oks[0], signed, nil
+}
+
+// sourceConn returns the session's plain connection to the source for
+// --ddl's questions (verifyDDL, publishedOID), made at the first one: the
+// replication connection is streaming. DDL is rare; the connection is
+// kept for the session and closed with it (close), or after a failed
+// question.
+func (d *ddlState) sourceConn(ctx context.Context) (*pgx.Conn, error) {
+	if d.src != nil && !d.src.IsClosed() {
+		return d.src, nil
+	}
+	src, err := connectSource(ctx, d.cfg, "ddl")
+	if err != nil {
+		return nil, err
+	}
+	d.src = src
+	return src, nil
+}
+
+// closeSource closes the connection of sourceConn, if any.
+func (d *ddlState) closeSource(ctx context.Context) {
+	if d != nil && d.src != nil {
+		_ = d.src.Close(context.WithoutCancel(ctx))
+		d.src = nil
+	}
 }
 
 // ddlPublications reads, through the source's replication connection,

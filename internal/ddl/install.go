@@ -33,10 +33,21 @@
 // emit a message with Prefix. The capture signs each message with a key
 // only its owner can read (walapply_ddl.secret, made at install from
 // pg_strong_random): the content is the hex SHA-256 of key || SHA-256(key
-// || body), then the body (JSON). The applier asks the source
-// (walapply_ddl.verify, open to every role, answers yes or no) before it
-// runs a statement, and skips, with a warning, what the capture did not
-// sign. A role that can run SQL as the capture's owner can sign too.
+// || body), then the body (JSON), which holds the (32-bit) xid of its
+// transaction. The applier asks the source (walapply_ddl.verify, open to
+// every role, answers yes or no) before it runs a statement, and skips,
+// with a warning, what the capture did not sign and what names another
+// transaction than the one it came in (a genuine message copied into a
+// transaction of one's own). A role that can run SQL as the capture's
+// owner can sign too.
+//
+// The key is a materialized view, not a table: a whole-database pg_dump
+// by a role that is no superuser (a common backup setup) must be able to
+// read every table, and fails on one it may not read, but it reads no
+// materialized view's rows. A row written by the capture for each
+// statement (readable by all, checked by xid) would serve too, but it is
+// invisible to the applier while its transaction is prepared (two-phase)
+// or still streaming, and needs pruning; the signature needs neither.
 //
 // Versioned. The schema walapply_ddl holds the functions; walapply_ddl.
 // version() returns Version. Install creates or replaces everything in
@@ -56,7 +67,7 @@ import (
 )
 
 // Version is the version of the capture Install installs.
-const Version = 1
+const Version = 2
 
 // Prefix is the logical message prefix of captured DDL.
 const Prefix = "walapply.ddl"
@@ -95,12 +106,22 @@ var installSQL = []string{
 	`GRANT USAGE ON SCHEMA walapply_ddl TO PUBLIC`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.version() RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT ` + strconv.Itoa(Version) + `'`,
 	`COMMENT ON SCHEMA walapply_ddl IS 'walapply DDL capture, version ` + strconv.Itoa(Version) + ` (walapply ddl install / remove)'`,
-	`CREATE TABLE IF NOT EXISTS walapply_ddl.secret (key bytea NOT NULL)`,
+	// Version 1 kept the key in a table, which a pg_dump by any role
+	// but its owner cannot read (and so fails): the upgrade drops it.
+	`DO $d$ BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'walapply_ddl' AND c.relname = 'secret' AND c.relkind <> 'm') THEN
+		DROP TABLE walapply_ddl.secret;
+	END IF;
+END $d$`,
+	// 244 bits from pg_strong_random (gen_random_uuid, core since 13),
+	// materialized once: the definition shows only how it was made, and
+	// pg_dump reads no materialized view's rows (it restores them with
+	// REFRESH, which makes a new key). Kept when installed again, so
+	// messages in flight stay valid.
+	`CREATE MATERIALIZED VIEW IF NOT EXISTS walapply_ddl.secret AS
+	SELECT sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8')) AS key`,
 	`REVOKE ALL ON TABLE walapply_ddl.secret FROM PUBLIC`,
-	// 244 bits from pg_strong_random (gen_random_uuid, core since 13);
-	// kept when installed again, so messages in flight stay valid.
-	`INSERT INTO walapply_ddl.secret SELECT sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8'))
-	WHERE NOT EXISTS (SELECT FROM walapply_ddl.secret)`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.sign(body text) RETURNS text
 	LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 	SELECT encode(sha256(s.key || sha256(s.key || convert_to(body, 'UTF8'))), 'hex') FROM walapply_ddl.secret s LIMIT 1
@@ -123,6 +144,7 @@ DECLARE
 	q text := current_query();
 	key text := statement_timestamp()::text || ' ' || md5(q);
 	seq integer := 1;
+	top_xid bigint := txid_current() % 4294967296; -- as pgoutput's Begin says it
 BEGIN
 	IF kind = 'drop' THEN
 		SELECT COALESCE(jsonb_agg(jsonb_build_object('type', d.object_type, 'schema', d.schema_name,
@@ -132,7 +154,7 @@ BEGIN
 		IF objs = '[]' THEN RETURN; END IF;
 		PERFORM set_config('walapply_ddl.dropped', key, true);
 		PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
-			'kind', 'drop', 'objects', objs)::text);
+			'kind', 'drop', 'xid', top_xid, 'objects', objs)::text);
 		RETURN;
 	END IF;
 	SELECT COALESCE(jsonb_agg(jsonb_build_object('type', c.object_type, 'schema', c.schema_name,
@@ -151,7 +173,7 @@ BEGIN
 	PERFORM set_config('walapply_ddl.query', key, true);
 	PERFORM set_config('walapply_ddl.seq', seq::text, true);
 	PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
-		'kind', 'command', 'seq', seq, 'query', q, 'search_path', path, 'role', role,
+		'kind', 'command', 'xid', top_xid, 'seq', seq, 'query', q, 'search_path', path, 'role', role,
 		'objects', objs)::text);
 END
 $f$`,

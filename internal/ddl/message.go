@@ -12,6 +12,7 @@ import (
 type Message struct {
 	V          int      `json:"v"`
 	Kind       string   `json:"kind"`
+	Xid        uint32   `json:"xid"`
 	Seq        int      `json:"seq"`
 	Query      string   `json:"query"`
 	SearchPath string   `json:"search_path"`
