@@ -296,7 +296,7 @@ func TestDDLRefused(t *testing.T) {
 		h.createSlot("rslot")
 		src := h.conn(true)
 		for i, c := range []struct{ source, target, want string }{
-			{`ALTER TABLE t ADD COLUMN a int; ALTER TABLE t ADD COLUMN b int`, `ALTER TABLE t ADD COLUMN a int, ADD COLUMN b int`, "more than one DDL statement"},
+			{`BEGIN; ALTER TABLE t ADD COLUMN z int; ROLLBACK; ALTER TABLE t ADD COLUMN a int; ALTER TABLE t ADD COLUMN b int`, `ALTER TABLE t ADD COLUMN a int, ADD COLUMN b int`, "several DDL statements and a ROLLBACK"},
 			{`DO $$BEGIN EXECUTE 'ALTER TABLE t ADD COLUMN c int'; END$$`, `ALTER TABLE t ADD COLUMN c int`, "DO block"},
 		} {
 			if _, err := src.PgConn().Exec(h.ctx, c.source).ReadAll(); err != nil { // simple protocol

@@ -21,13 +21,18 @@
 //
 // One query string, several statements. current_query() is the whole
 // string the client sent, which may hold several statements (the simple
-// query protocol, psql -c "a; b"), or a call of a function or a DO block
+// query protocol: psql -c "a; b", golang-migrate and similar tools send a
+// migration file as one string), or a call of a function or a DO block
 // that runs DDL. The capture numbers the statements of one client message
-// that fire the trigger (Seq, 1 first; the message is recognised by its
-// statement_timestamp() and text), and the applier replays a string only
-// when it holds exactly one DDL statement (Replayable): the others cannot
-// be replayed without running their other statements twice, and stop the
-// applier with an error instead of being guessed at.
+// that fire ddl_command_end (Seq, 1 first; the message is recognised by its
+// statement_timestamp(), which is the same for all of them, and text; the
+// count is a session setting, so a COMMIT in the string keeps it), and
+// sends the event's command tag (TG_TAG). DDL run from inside a function,
+// procedure or DO block is told apart by the call stack (PG_CONTEXT has
+// frames below the event trigger's): it gets Seq 0 and is not counted.
+// REINDEX (which fires from PostgreSQL 17 on) is not captured. The applier
+// replays the Seq-th statement of the string that fires the trigger
+// (Statement), after checking that it is one the event's tag names.
 //
 // Signed. pg_logical_emit_message is open to every role, so anyone could
 // emit a message with Prefix. The capture signs each message with a key
@@ -137,14 +142,17 @@ $f$`,
 	SELECT pg_logical_emit_message(true, '` + Prefix + `', walapply_ddl.sign(body) || body)
 $f$`,
 	`REVOKE ALL ON FUNCTION walapply_ddl.emit(text) FROM PUBLIC`,
-	`CREATE OR REPLACE FUNCTION walapply_ddl.capture(kind text, path text, role text) RETURNS void
+	// Version 1's capture took no command tag.
+	`DROP FUNCTION IF EXISTS walapply_ddl.capture(text, text, text)`,
+	`CREATE OR REPLACE FUNCTION walapply_ddl.capture(kind text, path text, role text, tag text) RETURNS void
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
 	objs jsonb;
 	q text := current_query();
 	key text := statement_timestamp()::text || ' ' || md5(q);
-	seq integer := 1;
+	seq integer := 0;
 	top_xid bigint := txid_current() % 4294967296; -- as pgoutput's Begin says it
+	stack text;
 BEGIN
 	IF kind = 'drop' THEN
 		SELECT COALESCE(jsonb_agg(jsonb_build_object('type', d.object_type, 'schema', d.schema_name,
@@ -157,6 +165,22 @@ BEGIN
 			'kind', 'drop', 'xid', top_xid, 'objects', objs)::text);
 		RETURN;
 	END IF;
+	IF tag = 'REINDEX' THEN
+		RETURN; -- (fires from 17 on) maintenance, not a schema change
+	END IF;
+	-- Run by a statement of the client's query string, or from inside
+	-- a function or DO block (frames below the event trigger's own)?
+	GET DIAGNOSTICS stack = PG_CONTEXT;
+	IF stack !~ E'on_command_end\\(\\) line [0-9]+ at PERFORM\\n' THEN
+		-- Counted for every statement of the string that fires, in a
+		-- session setting (a COMMIT in the string keeps it).
+		seq := 1;
+		IF current_setting('walapply_ddl.query', true) = key THEN
+			seq := current_setting('walapply_ddl.seq')::integer + 1;
+		END IF;
+		PERFORM set_config('walapply_ddl.query', key, false);
+		PERFORM set_config('walapply_ddl.seq', seq::text, false);
+	END IF;
 	SELECT COALESCE(jsonb_agg(jsonb_build_object('type', c.object_type, 'schema', c.schema_name,
 		'identity', c.object_identity, 'tag', c.command_tag, 'table', ` + tableOf + `)), '[]') INTO objs
 	FROM pg_event_trigger_ddl_commands() c WHERE NOT c.in_extension;
@@ -167,26 +191,22 @@ BEGIN
 	IF objs = '[]' AND current_setting('walapply_ddl.dropped', true) IS DISTINCT FROM key THEN
 		RETURN; -- nothing created, altered or dropped that is not temporary
 	END IF;
-	IF current_setting('walapply_ddl.query', true) = key THEN
-		seq := current_setting('walapply_ddl.seq')::integer + 1;
-	END IF;
-	PERFORM set_config('walapply_ddl.query', key, true);
-	PERFORM set_config('walapply_ddl.seq', seq::text, true);
+	PERFORM set_config('walapply_ddl.dropped', '', true);
 	PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
-		'kind', 'command', 'xid', top_xid, 'seq', seq, 'query', q, 'search_path', path, 'role', role,
+		'kind', 'command', 'xid', top_xid, 'seq', seq, 'tag', tag, 'query', q, 'search_path', path, 'role', role,
 		'objects', objs)::text);
 END
 $f$`,
-	`REVOKE ALL ON FUNCTION walapply_ddl.capture(text, text, text) FROM PUBLIC`,
-	`GRANT EXECUTE ON FUNCTION walapply_ddl.capture(text, text, text) TO PUBLIC`,
+	`REVOKE ALL ON FUNCTION walapply_ddl.capture(text, text, text, text) FROM PUBLIC`,
+	`GRANT EXECUTE ON FUNCTION walapply_ddl.capture(text, text, text, text) TO PUBLIC`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.on_command_end() RETURNS event_trigger LANGUAGE plpgsql AS $f$
 BEGIN
-	PERFORM walapply_ddl.capture('command', pg_catalog.current_setting('search_path'), current_user::text);
+	PERFORM walapply_ddl.capture('command', pg_catalog.current_setting('search_path'), current_user::text, TG_TAG);
 END
 $f$`,
 	`CREATE OR REPLACE FUNCTION walapply_ddl.on_sql_drop() RETURNS event_trigger LANGUAGE plpgsql AS $f$
 BEGIN
-	PERFORM walapply_ddl.capture('drop', pg_catalog.current_setting('search_path'), current_user::text);
+	PERFORM walapply_ddl.capture('drop', pg_catalog.current_setting('search_path'), current_user::text, TG_TAG);
 END
 $f$`,
 }
@@ -247,7 +267,7 @@ var ErrNotInstalled = errors.New("the DDL capture is not installed on the source
 // replication connection can run it.
 const InstalledSQL = `SELECT CASE WHEN (SELECT count(*) FROM pg_catalog.pg_event_trigger
 	WHERE evtname IN ('` + triggerEnd + `', '` + triggerDrop + `') AND evtenabled <> 'D') = 2
-	AND pg_catalog.to_regprocedure('walapply_ddl.capture(text,text,text)') IS NOT NULL
+	AND pg_catalog.to_regprocedure('walapply_ddl.capture(text,text,text,text)') IS NOT NULL
 	THEN COALESCE((SELECT pg_catalog.obj_description(oid, 'pg_namespace') FROM pg_catalog.pg_namespace WHERE nspname = 'walapply_ddl'), '') ELSE '' END`
 
 // CheckInstalled reads InstalledSQL through pg and says whether the

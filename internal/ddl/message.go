@@ -14,6 +14,7 @@ type Message struct {
 	Kind       string   `json:"kind"`
 	Xid        uint32   `json:"xid"`
 	Seq        int      `json:"seq"`
+	Tag        string   `json:"tag"`
 	Query      string   `json:"query"`
 	SearchPath string   `json:"search_path"`
 	Role       string   `json:"role"`
