@@ -22,12 +22,14 @@ func TestDDLDumpAsPlainRole(t *testing.T) {
 		h := newHarness(t, version, nil, nil)
 		h.source(`CREATE TABLE app (id int PRIMARY KEY)`, `INSERT INTO app VALUES (1)`,
 			`CREATE ROLE backup LOGIN`, `GRANT SELECT ON app TO backup`)
-		// Version 1 of the capture kept its key in a table, which the
-		// upgrade drops.
+		// Version 1 of the capture kept its key in a table and took no
+		// command tag: the upgrade drops both.
 		h.source(`CREATE SCHEMA walapply_ddl`, `CREATE TABLE walapply_ddl.secret (key bytea NOT NULL)`,
-			`REVOKE ALL ON walapply_ddl.secret FROM PUBLIC`, `INSERT INTO walapply_ddl.secret VALUES ('\x00')`)
+			`REVOKE ALL ON walapply_ddl.secret FROM PUBLIC`, `INSERT INTO walapply_ddl.secret VALUES ('\x00')`,
+			`CREATE FUNCTION walapply_ddl.capture(kind text, path text, role text) RETURNS void LANGUAGE sql AS ''`)
 		h.installDDL()
 		h.expectOn(true, `SELECT relkind::text FROM pg_class WHERE oid = 'walapply_ddl.secret'::regclass`, "m")
+		h.expectOn(true, `SELECT count(*)::text FROM pg_proc WHERE proname = 'capture' AND pronamespace = 'walapply_ddl'::regnamespace`, "1")
 		h.source(`ALTER TABLE app ADD COLUMN c int`) // the capture has run once
 		url := strings.Replace(h.pair.Source.ConnString("postgres"), "postgres@", "backup@", 1)
 		if version == 15 {

@@ -169,9 +169,10 @@ BEGIN
 		RETURN; -- (fires from 17 on) maintenance, not a schema change
 	END IF;
 	-- Run by a statement of the client's query string, or from inside
-	-- a function or DO block (frames below the event trigger's own)?
+	-- a function or DO block: frames below the event trigger's own (its
+	-- line names the function; the rest of it may be translated)?
 	GET DIAGNOSTICS stack = PG_CONTEXT;
-	IF stack !~ E'on_command_end\\(\\) line [0-9]+ at PERFORM\\n' THEN
+	IF stack !~ E'on_command_end\\(\\)[^\\n]*\\n' THEN
 		-- Counted for every statement of the string that fires, in a
 		-- session setting (a COMMIT in the string keeps it).
 		seq := 1;
