@@ -47,7 +47,8 @@ type ddlState struct {
 	// which come before its ddl_command_end one.
 	dropped    []*ddl.Message
 	droppedXid uint32
-	cfg        *Config   // to reach the source (verify)
+	cfg        *Config // to reach the source (verify)
+	queries    map[string]*ddlString
 	src        *pgx.Conn // sourceConn's
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
@@ -104,6 +105,12 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		drops = nil // (a statement's drop and command messages share its transaction)
 	}
 	d.dropped = nil
+	if msg.Seq > 0 {
+		d.countEvent(msg)
+	}
+	if msg.Mark {
+		return nil // counted only (temporary objects, or nothing done)
+	}
 	for _, o := range msg.Objects {
 		if o.Tag == "GRANT" || o.Tag == "REVOKE" {
 			a.log.Info().Str("statement", msg.Query).Stringer("lsn", m.LSN).Msg("captured GRANT or REVOKE: privileges are not replayed (roles are not replicated): skipped")
@@ -122,6 +129,10 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		if err == nil {
 			tables, created, err = a.ddlTables(ctx, msg, drops)
 		}
+	}
+	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
+		de.LSN = m.LSN // (checkCount's)
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)

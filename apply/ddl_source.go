@@ -40,6 +40,9 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 // transaction, and returns the drop messages it signed (ddl.Install).
 func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (bool, []*ddl.Message, error) {
 	all := append([]*ddl.Message{msg}, drops...)
+	if st := a.ddl.queries[msg.Key]; st != nil && msg.Key != "" {
+		all = append(all, st.pending...)
+	}
 	bodies, sigs := make([]string, len(all)), make([]string, len(all))
 	for i, m := range all {
 		bodies[i], sigs[i] = m.Body, m.Sig
@@ -57,6 +60,9 @@ func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.
 		// Signed, and in the transaction it was made in: a genuine
 		// message copied into another transaction names the first.
 		oks[i] = oks[i] && m.Xid == a.txn.xid
+	}
+	if err := a.ddl.checkCount(msg, oks[1+len(drops):], all[1+len(drops):]); err != nil {
+		return false, nil, err
 	}
 	var signed []*ddl.Message
 	for i, m := range drops {
@@ -98,7 +104,7 @@ func (d *ddlState) closeSource(ctx context.Context) {
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg}
+	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg, queries: map[string]*ddlString{}}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = quoteLiteral(p)
@@ -138,4 +144,61 @@ func checkDDL(ctx context.Context, s *session, f *preflightFacts) ([]error, erro
 		return []error{fmt.Errorf("--ddl: %w", err)}, nil
 	}
 	return nil, err
+}
+
+// ddlString is what the session has seen of the DDL events of one client
+// query string (ddl.Message.Key): the capture numbers them (Seq) with a
+// count kept in a session setting, which any role may set, so the
+// capture signs its value, and a role can only set it back (to none, or
+// to an earlier value of its own string). Then an event repeats a number,
+// and the statement run for it would be another than the one that fired.
+// So the events of a string, also the marks of those that are not
+// replicated, must come numbered one after the other: checked at each
+// statement that runs, over those seen since the last, verified with it.
+// The first event seen of a string may have any number (the session may
+// have started in its middle). The session remembers the last
+// maxDDLStrings strings.
+type ddlString struct {
+	last    int            // the last verified number; 0: none yet
+	pending []*ddl.Message // seen since, not verified
+}
+
+const maxDDLStrings = 4096
+
+// countEvent records a counted event of a query string.
+func (d *ddlState) countEvent(m *ddl.Message) {
+	if m.Key == "" {
+		return
+	}
+	st := d.queries[m.Key]
+	if st == nil {
+		if len(d.queries) >= maxDDLStrings {
+			clear(d.queries)
+		}
+		st = &ddlString{}
+		d.queries[m.Key] = st
+	}
+	st.pending = append(st.pending, m)
+}
+
+// checkCount checks the numbers of a string's events seen since its last
+// verified one, now verified (ok, of pending, as msg's string's pending
+// list holds them, msg last): those the capture signed must follow each
+// other.
+func (d *ddlState) checkCount(msg *ddl.Message, ok []bool, pending []*ddl.Message) error {
+	st := d.queries[msg.Key]
+	if st == nil {
+		return nil
+	}
+	for i, m := range pending {
+		if !ok[i] {
+			continue // forged: not an event
+		}
+		if st.last != 0 && m.Seq != st.last+1 {
+			return &DDLError{Statement: msg.Query, Err: fmt.Errorf("%w: its query string's DDL events are numbered %d, then %d (the capture's count in the source session was set back, or the string rolled back DDL)", ddl.ErrMismatch, st.last, m.Seq)}
+		}
+		st.last = m.Seq
+	}
+	st.pending = st.pending[:0]
+	return nil
 }

@@ -149,8 +149,10 @@ $f$`,
 DECLARE
 	objs jsonb;
 	q text := current_query();
-	key text := statement_timestamp()::text || ' ' || md5(q);
+	key text := pg_backend_pid()::text || ' ' || statement_timestamp()::text || ' ' || md5(q);
 	seq integer := 0;
+	prev text := current_setting('walapply_ddl.seq', true);
+	p text := split_part(prev, '|', 2);
 	top_xid bigint := txid_current() % 4294967296; -- as pgoutput's Begin says it
 	stack text;
 BEGIN
@@ -174,27 +176,31 @@ BEGIN
 	GET DIAGNOSTICS stack = PG_CONTEXT;
 	IF stack !~ E'on_command_end\\(\\)[^\\n]*\\n' THEN
 		-- Counted for every statement of the string that fires, in a
-		-- session setting (a COMMIT in the string keeps it).
+		-- session setting (a COMMIT in the string keeps it), signed, as
+		-- any role may set it: a value not made here counts as none.
 		seq := 1;
-		IF current_setting('walapply_ddl.query', true) = key THEN
-			seq := current_setting('walapply_ddl.seq')::integer + 1;
+		IF p ~ '^[0-9]{1,9}$' AND prev = key || '|' || p || '|' || walapply_ddl.sign(key || '|' || p) THEN
+			seq := p::integer + 1;
 		END IF;
-		PERFORM set_config('walapply_ddl.query', key, false);
-		PERFORM set_config('walapply_ddl.seq', seq::text, false);
+		PERFORM set_config('walapply_ddl.seq', key || '|' || seq || '|' || walapply_ddl.sign(key || '|' || seq), false);
 	END IF;
 	SELECT COALESCE(jsonb_agg(jsonb_build_object('type', c.object_type, 'schema', c.schema_name,
 		'identity', c.object_identity, 'tag', c.command_tag, 'table', ` + tableOf + `)), '[]') INTO objs
 	FROM pg_event_trigger_ddl_commands() c WHERE NOT c.in_extension;
 	IF objs <> '[]' AND NOT EXISTS (SELECT FROM jsonb_array_elements(objs) e
-			WHERE COALESCE(e->>'schema', '') NOT LIKE 'pg\_temp%') THEN
-		RETURN; -- temporary objects only: never replicated
-	END IF;
-	IF objs = '[]' AND current_setting('walapply_ddl.dropped', true) IS DISTINCT FROM key THEN
-		RETURN; -- nothing created, altered or dropped that is not temporary
+			WHERE COALESCE(e->>'schema', '') NOT LIKE 'pg\_temp%')
+		OR objs = '[]' AND current_setting('walapply_ddl.dropped', true) IS DISTINCT FROM key THEN
+		-- Temporary objects only, or nothing created, altered or
+		-- dropped: never replicated, only counted (a mark, without text).
+		IF seq > 0 THEN
+			PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
+				'kind', 'command', 'xid', top_xid, 'key', key, 'seq', seq, 'tag', tag, 'mark', true)::text);
+		END IF;
+		RETURN;
 	END IF;
 	PERFORM set_config('walapply_ddl.dropped', '', true);
 	PERFORM walapply_ddl.emit(jsonb_build_object('v', ` + strconv.Itoa(Version) + `,
-		'kind', 'command', 'xid', top_xid, 'seq', seq, 'tag', tag, 'query', q, 'search_path', path, 'role', role,
+		'kind', 'command', 'xid', top_xid, 'key', key, 'seq', seq, 'tag', tag, 'query', q, 'search_path', path, 'role', role,
 		'objects', objs)::text);
 END
 $f$`,
