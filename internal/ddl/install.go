@@ -32,7 +32,13 @@
 // frames below the event trigger's): it gets Seq 0 and is not counted.
 // REINDEX (which fires from PostgreSQL 17 on) is not captured. The applier
 // replays the Seq-th statement of the string that fires the trigger
-// (Statement), after checking that it is one the event's tag names.
+// (Statement), after checking that it is one the event's tag names. Any
+// role may set the session setting: its value is signed (a value the
+// capture did not make counts as none), so a role can only set the count
+// back, and every counted event is sent (those not replicated as a mark,
+// with no text) with the string's Key (backend pid, timestamp, text
+// hash), so the applier sees a number repeat and stops
+// (apply/ddl_source.go, ddlString).
 //
 // Signed. pg_logical_emit_message is open to every role, so anyone could
 // emit a message with Prefix. The capture signs each message with a key
