@@ -106,7 +106,9 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	}
 	d.dropped = nil
 	if msg.Seq > 0 {
-		d.countEvent(msg)
+		if err := a.countEvent(ctx, msg); err != nil {
+			return a.fail(ctx, err)
+		}
 	}
 	if msg.Mark {
 		return nil // counted only (temporary objects, or nothing done)

@@ -1,6 +1,7 @@
 package apply_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,21 +11,28 @@ import (
 // ddlMigration is a migration file as golang-migrate and similar tools
 // send it: one simple query holding DDL and data statements, a COMMIT in
 // the middle, DDL on a temporary table at the top level and inside a DO
-// block (neither replayed; the one inside is not counted), and a comment
-// with a semicolon.
-const ddlMigration = `CREATE TABLE a (id int PRIMARY KEY, v text);
+// block (neither replayed; the one inside is not counted), a comment
+// with a semicolon, and many statements that are only counted.
+var ddlMigration = `CREATE TABLE a (id int PRIMARY KEY, v text);
 INSERT INTO a VALUES (1, 'x'), (2, 'y; z');
 CREATE TEMP TABLE tmp (i int);
 DO $$BEGIN EXECUTE 'CREATE TEMP TABLE tmp_in_do (i int)'; END$$;
 -- add x; index it
 ALTER TABLE t ADD COLUMN x int;
 CREATE INDEX ON t (x);
+CREATE TEMP TABLE tmp2 (i int);
 UPDATE t SET x = id * 10;
 COMMIT;
 ALTER TABLE t ADD COLUMN y text DEFAULT 'd';
 INSERT INTO t (id, x) VALUES (100, 1000);
 DROP TABLE IF EXISTS nosuch;
-COMMENT ON COLUMN t.x IS 'x; ten times id';`
+COMMENT ON COLUMN t.x IS 'x; ten times id';
+` + ddlMarks + `
+ALTER TABLE t ADD COLUMN z int;`
+
+// ddlMarks are statements that are counted, not replicated: more of them
+// than the applier keeps before it verifies them.
+var ddlMarks = strings.Repeat("CREATE TEMP TABLE IF NOT EXISTS tmp (i int);\n", 20)
 
 // TestDDLMigrationString: several DDL statements in one query string,
 // run during replication under a FOR ALL TABLES publication and a FOR
@@ -61,7 +69,7 @@ func TestDDLMigrationString(t *testing.T) {
 				if got := h.scalar(false, `SELECT col_description('t'::regclass, 2 + 1)`); got != "x; ten times id" {
 					t.Errorf("the comment on t.x on the target: %q", got)
 				}
-				if n := logs.count("applied captured DDL"); n != 4+map[bool]int{true: 1}[pub == "FOR ALL TABLES"] {
+				if n := logs.count("applied captured DDL"); n != 5+map[bool]int{true: 1}[pub == "FOR ALL TABLES"] {
 					t.Errorf("%d statements applied", n)
 				}
 			})

@@ -40,8 +40,15 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 // transaction, and returns the drop messages it signed (ddl.Install).
 func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (bool, []*ddl.Message, error) {
 	all := append([]*ddl.Message{msg}, drops...)
-	if st := a.ddl.queries[msg.Key]; st != nil && msg.Key != "" {
-		all = append(all, st.pending...)
+	xids := make([]uint32, len(all))
+	for i := range xids {
+		xids[i] = a.txn.xid
+	}
+	st := a.ddl.queries[msg.Key]
+	if st != nil {
+		for _, p := range st.pending {
+			all, xids = append(all, p.m), append(xids, p.xid)
+		}
 	}
 	bodies, sigs := make([]string, len(all)), make([]string, len(all))
 	for i, m := range all {
@@ -59,9 +66,9 @@ func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.
 	for i, m := range all {
 		// Signed, and in the transaction it was made in: a genuine
 		// message copied into another transaction names the first.
-		oks[i] = oks[i] && m.Xid == a.txn.xid
+		oks[i] = oks[i] && m.Xid == xids[i]
 	}
-	if err := a.ddl.checkCount(msg, oks[1+len(drops):], all[1+len(drops):]); err != nil {
+	if err := a.ddl.checkCount(st, msg, oks[1+len(drops):]); err != nil {
 		return false, nil, err
 	}
 	var signed []*ddl.Message
@@ -160,15 +167,23 @@ func checkDDL(ctx context.Context, s *session, f *preflightFacts) ([]error, erro
 // maxDDLStrings strings.
 type ddlString struct {
 	last    int            // the last verified number; 0: none yet
-	pending []*ddl.Message // seen since, not verified
+	pending []pendingEvent // seen since, not verified
+}
+
+// pendingEvent is a counted event and the xid of the transaction it came in.
+type pendingEvent struct {
+	m   *ddl.Message
+	xid uint32
 }
 
 const maxDDLStrings = 4096
 
-// countEvent records a counted event of a query string.
-func (d *ddlState) countEvent(m *ddl.Message) {
+// countEvent records a counted event of a query string; many of them
+// are verified at once (a string of many statements on other tables).
+func (a *applier) countEvent(ctx context.Context, m *ddl.Message) error {
+	d := a.ddl
 	if m.Key == "" {
-		return
+		return nil
 	}
 	st := d.queries[m.Key]
 	if st == nil {
@@ -178,26 +193,51 @@ func (d *ddlState) countEvent(m *ddl.Message) {
 		st = &ddlString{}
 		d.queries[m.Key] = st
 	}
-	st.pending = append(st.pending, m)
+	st.pending = append(st.pending, pendingEvent{m, a.txn.xid})
+	if len(st.pending) < 16 {
+		return nil
+	}
+	src, err := d.sourceConn(ctx)
+	if err != nil {
+		return err
+	}
+	bodies, sigs := make([]string, len(st.pending)), make([]string, len(st.pending))
+	for i, p := range st.pending {
+		bodies[i], sigs[i] = p.m.Body, p.m.Sig
+	}
+	var oks []bool
+	if err := src.QueryRow(ctx, `SELECT array_agg(walapply_ddl.verify(b, s) ORDER BY n) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(b, s, n)`, bodies, sigs).Scan(&oks); err != nil {
+		d.closeSource(ctx)
+		return fmt.Errorf("verifying captured DDL events on the source: %w", err)
+	}
+	for i, p := range st.pending {
+		oks[i] = oks[i] && p.m.Xid == p.xid
+	}
+	if err := d.checkCount(st, m, oks); err != nil {
+		var de *DDLError
+		if errors.As(err, &de) {
+			de.LSN = a.txn.finalLSN
+		}
+		return &PermanentError{err}
+	}
+	return nil
 }
 
 // checkCount checks the numbers of a string's events seen since its last
-// verified one, now verified (ok, of pending, as msg's string's pending
-// list holds them, msg last): those the capture signed must follow each
-// other.
-func (d *ddlState) checkCount(msg *ddl.Message, ok []bool, pending []*ddl.Message) error {
-	st := d.queries[msg.Key]
+// verified one (st.pending), now verified (ok): those the capture signed
+// must follow each other.
+func (d *ddlState) checkCount(st *ddlString, msg *ddl.Message, ok []bool) error {
 	if st == nil {
 		return nil
 	}
-	for i, m := range pending {
+	for i, p := range st.pending {
 		if !ok[i] {
 			continue // forged: not an event
 		}
-		if st.last != 0 && m.Seq != st.last+1 {
-			return &DDLError{Statement: msg.Query, Err: fmt.Errorf("%w: its query string's DDL events are numbered %d, then %d (the capture's count in the source session was set back, or the string rolled back DDL)", ddl.ErrMismatch, st.last, m.Seq)}
+		if st.last != 0 && p.m.Seq != st.last+1 {
+			return &DDLError{Statement: msg.Query, Err: fmt.Errorf("%w: its query string's DDL events are numbered %d, then %d (the capture's count in the source session was set back, or the string rolled back DDL)", ddl.ErrMismatch, st.last, p.m.Seq)}
 		}
-		st.last = m.Seq
+		st.last = p.m.Seq
 	}
 	st.pending = st.pending[:0]
 	return nil
