@@ -1,9 +1,11 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 
@@ -11,8 +13,22 @@ import (
 )
 
 // defaultCopySplitSize is Config.CopySplitSize's default: tables above
-// 1 GiB are copied in ranges.
-const defaultCopySplitSize = 1 << 30
+// 256 MiB are copied in ranges.
+//
+// It is small enough that a copy's big tables keep every worker busy to
+// the end. A table copied whole is one worker's job, and the copy's time
+// is at least that table's: issue 20's benchmark (pgbench's accounts of
+// 640 MB and a table of 1.05 GB, under the 1 GiB of the first default)
+// copied each of its two big tables whole, one worker per table, the
+// smaller one's worker idle once it was done. Cut into ranges of at most
+// this size (at least one per worker), the tables' ranges are shared out
+// largest first, and the workers finish within about one range of each
+// other. A range costs one source statement and one target transaction,
+// nothing per row, so a smaller size costs little; it is not smaller still
+// because what a crash keeps is whole tables (copyRange), and because a key
+// range reads its rows through the key's index, a little dearer per row on
+// the source than reading the table in order.
+const defaultCopySplitSize = 256 << 20
 
 // copyMaxRanges bounds the ranges of one table.
 const copyMaxRanges = 1024
@@ -91,6 +107,10 @@ const ctidColumn = "ctid"
 type copyJob struct {
 	t *copyTable
 	r *copyRange
+	// size is the job's share of the table's source relation size, in
+	// bytes (0 when it was not read: splitting is off); the jobs run
+	// largest first.
+	size int64
 }
 
 // markRangedCopies sets resetFirst on the tables that have ranges recorded
@@ -151,9 +171,10 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 	var jobs []copyJob
 	for _, t := range tables {
 		var ranges []*copyRange
+		var size int64
 		if w != nil {
 			var err error
-			if ranges, err = w.splitTable(ctx, t, split, workers); err != nil {
+			if ranges, size, err = w.splitTable(ctx, t, split, workers); err != nil {
 				return nil, err
 			}
 		}
@@ -163,16 +184,19 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			}
 		}
 		if len(ranges) == 0 {
-			jobs = append(jobs, copyJob{t: t})
+			jobs = append(jobs, copyJob{t: t, size: size})
 			continue
 		}
 		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
 			Msg("copying table in ranges")
 		c.prog.addRanges(len(ranges))
 		for _, r := range ranges {
-			jobs = append(jobs, copyJob{t: t, r: r})
+			jobs = append(jobs, copyJob{t: t, r: r, size: size / int64(len(ranges))})
 		}
 	}
+	// Largest first (the tables came in order of their row estimates,
+	// which puts many narrow rows before fewer wide ones of more bytes).
+	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.size, a.size) })
 	return jobs, nil
 }
 
@@ -186,16 +210,23 @@ const splitTableSQL = `SELECT pg_catalog.pg_relation_size(c.oid), pg_catalog.cur
 FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass`
 
 // splitTable cuts a table into ranges when it is bigger than split, in the
-// worker's snapshot; none when it is copied whole.
-func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, error) {
+// worker's snapshot; none when it is copied whole. It also returns the
+// table's size (0 for a partitioned one).
+func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, int64, error) {
 	if t.partitioned {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var size, blockSize int64
 	var key *string
 	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
-		return nil, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+		return nil, 0, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
 	}
+	rs, err := w.cutTable(ctx, t, size, blockSize, key, split, workers)
+	return rs, size, err
+}
+
+// cutTable makes splitTable's ranges.
+func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize int64, key *string, split int64, workers int) ([]*copyRange, error) {
 	if size <= split {
 		return nil, nil
 	}

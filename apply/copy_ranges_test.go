@@ -49,3 +49,15 @@ func TestRangeConditions(t *testing.T) {
 		t.Error("no bounds: want no ranges (the table is copied whole)")
 	}
 }
+
+// TestSplitSizeDefault: tables above 256 MiB are copied in ranges unless
+// told otherwise (a 1.05 GB table and pgbench's 640 MB accounts were
+// copied whole under the first default of 1 GiB, one worker each).
+func TestSplitSizeDefault(t *testing.T) {
+	for set, want := range map[int64]int64{0: 256 << 20, -1: 0, 1 << 30: 1 << 30} {
+		c := &copier{cfg: &Config{CopySplitSize: set}}
+		if got := c.splitSize(); got != want {
+			t.Errorf("CopySplitSize %d: splitSize() = %d, want %d", set, got, want)
+		}
+	}
+}
