@@ -50,14 +50,20 @@ func TestRangeConditions(t *testing.T) {
 	}
 }
 
-// TestSplitSizeDefault: tables above 256 MiB are copied in ranges unless
-// told otherwise (a 1.05 GB table and pgbench's 640 MB accounts were
-// copied whole under the first default of 1 GiB, one worker each).
+// TestSplitSizeDefault: with Schema (indexes built after the copy),
+// tables above 256 MiB are copied in ranges, otherwise above 1 GiB, unless
+// told otherwise.
 func TestSplitSizeDefault(t *testing.T) {
-	for set, want := range map[int64]int64{0: 256 << 20, -1: 0, 1 << 30: 1 << 30} {
-		c := &copier{cfg: &Config{CopySplitSize: set}}
-		if got := c.splitSize(); got != want {
-			t.Errorf("CopySplitSize %d: splitSize() = %d, want %d", set, got, want)
+	for _, c := range []struct {
+		set    int64
+		schema bool
+		want   int64
+	}{
+		{0, false, 1 << 30}, {0, true, 256 << 20}, {-1, true, 0}, {-1, false, 0}, {64 << 20, false, 64 << 20}, {2 << 30, true, 2 << 30},
+	} {
+		cp := &copier{cfg: &Config{CopySplitSize: c.set, Schema: c.schema}}
+		if got := cp.splitSize(); got != c.want {
+			t.Errorf("CopySplitSize %d, Schema %v: splitSize() = %d, want %d", c.set, c.schema, got, c.want)
 		}
 	}
 }
