@@ -235,6 +235,9 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, w workload, strea
 	})
 	d := time.Since(start)
 	hwm := vmHWM(cmd.Process.Pid)
+	if h.opts.KeepLogs != "" {
+		defer keepLog(h.opts, logPath, fmt.Sprintf("%s-pg%d-%s.log", w.name, r.version, time.Now().Format("150405")))
+	}
 	if err == nil {
 		err = r.drained(cmd.Process.Pid)
 	}
@@ -345,4 +348,17 @@ func goTool() string {
 		return filepath.Join(root, "bin", "go")
 	}
 	return "go"
+}
+
+// keepLog copies walapply's log of a drain into Options.KeepLogs as name
+// (for reading where a drain's time went: the copy's phases are logged);
+// a failure is only logged.
+func keepLog(opts Options, path, name string) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(opts.KeepLogs, name), b, 0o644)
+	}
+	if err != nil {
+		logf(opts.Log, "keeping walapply's log: %v", err)
+	}
 }

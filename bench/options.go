@@ -64,6 +64,9 @@ type Options struct {
 	// restored with psql (migrate.go). The source is then PostgreSQL 15
 	// (the only pg_dump there is) and Versions are the targets'.
 	CopySchema bool
+	// KeepLogs, if set, is a directory that receives walapply's log of
+	// every drain.
+	KeepLogs string
 	// Command is recorded in the report as the command that produced it.
 	Command string
 	// Log receives one progress line per step; nil discards them.
