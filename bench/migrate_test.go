@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/bench"
 	"github.com/walapply/walapply/testenv"
 )
@@ -17,6 +18,7 @@ import (
 // table and leave the target identical to the source; the workload is not
 // among the defaults.
 func TestBenchMigrateSchema(t *testing.T) {
+	testenv.SkipShort(t)
 	versions, err := testenv.Versions()
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func TestBenchMigrateSchema(t *testing.T) {
 		Scale:        0.005,
 		CopySchema:   true,
 		DrainTimeout: 2 * time.Minute,
-		Log:          testLog{t},
+		Log:          zerolog.NewTestWriter(t),
 	})
 	if err != nil {
 		t.Fatal(err)
