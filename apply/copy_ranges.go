@@ -1,9 +1,11 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,9 +14,33 @@ import (
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
-// defaultCopySplitSize is Config.CopySplitSize's default: tables above
-// 1 GiB are copied in ranges.
-const defaultCopySplitSize = 1 << 30
+// Config.CopySplitSize's defaults: with Config.Schema, tables above
+// 256 MiB are copied in ranges, otherwise tables above 1 GiB.
+//
+// Ranges keep a copy's workers busy to the end. A table copied whole is one
+// worker's job, and the copy takes at least as long as that table: issue
+// 20's benchmark (pgbench's accounts of 640 MB and a table of 1.05 GB)
+// copied each of its two big tables whole, one worker per table, the
+// smaller one's worker idle once it was done. Cut into ranges of at most
+// the split size (at least one per worker), shared out largest first
+// (planJobs), the workers finish within about one range of each other.
+//
+// But ranges cost CPU where the target table already has its indexes:
+// ranges of one table copied at once insert into the same index at
+// several places, and an index page that fills up anywhere but at the
+// index's right end is split in half, so the index grows by about 40% more
+// pages and the target spends about 20% more CPU (5 million rows of
+// pgbench's accounts with their primary key on PostgreSQL 18: 107 against
+// 150 MB, 6.0 against 7.3 s, two ranges against one COPY). On a machine
+// whose cores are all busy that CPU is what the copy waits for. So the
+// smaller size applies only with --schema, which builds the indexes after
+// the copy; without it, only tables above 1 GiB are split, as before.
+// (Either way a key range is read through the key's index, about a
+// quarter more source CPU per row than reading the table in order.)
+const (
+	defaultCopySplitSize   = 1 << 30
+	defaultSchemaSplitSize = 256 << 20
+)
 
 // copyMaxRanges bounds the ranges of one table.
 const copyMaxRanges = 1024
@@ -93,6 +119,10 @@ const ctidColumn = "ctid"
 type copyJob struct {
 	t *copyTable
 	r *copyRange
+	// size is the job's share of the table's source relation size, in
+	// bytes (0 when it was not read: splitting is off); the jobs run
+	// largest first.
+	size int64
 }
 
 // markRangedCopies sets resetFirst on the tables that have ranges recorded
@@ -126,6 +156,8 @@ func (c *copier) splitSize() int64 {
 	switch s := c.cfg.CopySplitSize; {
 	case s < 0:
 		return 0
+	case s == 0 && c.cfg.Schema:
+		return defaultSchemaSplitSize
 	case s == 0:
 		return defaultCopySplitSize
 	default:
@@ -153,9 +185,10 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 	var jobs []copyJob
 	for _, t := range tables {
 		var ranges []*copyRange
+		var size int64
 		if w != nil {
 			var err error
-			if ranges, err = w.splitTable(ctx, t, split, workers); err != nil {
+			if ranges, size, err = w.splitTable(ctx, t, split, workers); err != nil {
 				return nil, err
 			}
 		}
@@ -165,16 +198,19 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			}
 		}
 		if len(ranges) == 0 {
-			jobs = append(jobs, copyJob{t: t})
+			jobs = append(jobs, copyJob{t: t, size: size})
 			continue
 		}
 		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
 			Msg("copying table in ranges")
 		c.prog.addRanges(len(ranges))
 		for _, r := range ranges {
-			jobs = append(jobs, copyJob{t: t, r: r})
+			jobs = append(jobs, copyJob{t: t, r: r, size: size / int64(len(ranges))})
 		}
 	}
+	// Largest first (the tables came in order of their row estimates,
+	// which puts many narrow rows before fewer wide ones of more bytes).
+	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.size, a.size) })
 	return jobs, nil
 }
 
@@ -188,16 +224,23 @@ const splitTableSQL = `SELECT pg_catalog.pg_relation_size(c.oid), pg_catalog.cur
 FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass`
 
 // splitTable cuts a table into ranges when it is bigger than split, in the
-// worker's snapshot; none when it is copied whole.
-func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, error) {
+// worker's snapshot; none when it is copied whole. It also returns the
+// table's size (0 for a partitioned one).
+func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, int64, error) {
 	if t.partitioned {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var size, blockSize int64
 	var key *string
 	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
-		return nil, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+		return nil, 0, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
 	}
+	rs, err := w.cutTable(ctx, t, size, blockSize, key, split, workers)
+	return rs, size, err
+}
+
+// cutTable makes splitTable's ranges.
+func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize int64, key *string, split int64, workers int) ([]*copyRange, error) {
 	if size <= split {
 		return nil, nil
 	}

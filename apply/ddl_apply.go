@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -50,6 +51,8 @@ type ddlState struct {
 	dropped    []*ddl.Message
 	droppedXid uint32
 	cfg        *Config // to reach the source (verify)
+	queries    map[string]*ddlString
+	src        *pgx.Conn // sourceConn's
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool
@@ -105,6 +108,14 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		drops = nil // (a statement's drop and command messages share its transaction)
 	}
 	d.dropped = nil
+	if msg.Seq > 0 {
+		if err := a.countEvent(ctx, msg); err != nil {
+			return a.fail(ctx, err)
+		}
+	}
+	if msg.Mark {
+		return nil // counted only (temporary objects, or nothing done)
+	}
 	for _, o := range msg.Objects {
 		if o.Tag == "GRANT" || o.Tag == "REVOKE" {
 			a.log.Info().Str("statement", msg.Query).Stringer("lsn", m.LSN).Msg("captured GRANT or REVOKE: privileges are not replayed (roles are not replicated): skipped")
@@ -117,12 +128,16 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		// Signed by the capture? Asked only of what would run.
 		var ok bool
 		if ok, drops, err = a.verifyDDL(ctx, msg, drops); err == nil && !ok {
-			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign (emitted by some role with pg_logical_emit_message): skipped")
+			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign in this transaction (emitted by some role with pg_logical_emit_message): skipped")
 			return nil
 		}
 		if err == nil {
 			tables, created, err = a.ddlTables(ctx, msg, drops)
 		}
+	}
+	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
+		de.LSN = m.LSN // (checkCount's)
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)

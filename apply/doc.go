@@ -64,10 +64,15 @@
 // keeps one context for the session and moves only a socket deadline
 // (loop.go): a context per message cost more than receiving it; and the
 // replication connection keeps the walsender's TCP window closed while the
-// walsender is behind (on loopback a small receive buffer; a pause of at
-// most 1 ms after a read that emptied the socket; protocol/coalesce.go),
-// because every send into an open window is a segment of its own, and on
-// loopback the sending side pays for each.
+// walsender is behind (on loopback a small receive buffer; after a read
+// that emptied the socket, a wait of at most 1 ms for a window's worth,
+// spent in one ppoll(2) with the socket's low-water mark raised rather than
+// on a Go timer; protocol/coalesce.go), because every send into an open
+// window is a segment of its own, and on loopback the sending side pays for
+// each. That holds on a busy machine too (issue 17): without the pause, or
+// with a large receive buffer, the walsender spent up to three times the
+// CPU; and waiting in the kernel stopped the Go poller's wake-up per
+// arriving segment, which had cost walapply up to half its CPU.
 //
 // Where the time goes, on two cores: the walsender, walapply and the target
 // backend share them, and on a backlog all three are busy, so CPU saved

@@ -124,6 +124,8 @@ func (s *session) close() {
 	defer cancel()
 	if s.applier != nil {
 		s.applier.watch.stop() // background copies (refresh_sync.go)
+		// --ddl's source connection (ddl_source.go)
+		s.applier.ddl.closeSource(ctx)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
