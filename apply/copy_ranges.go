@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // Config.CopySplitSize's defaults: with Config.Schema, tables above
@@ -93,7 +95,7 @@ func (r *copyRange) cond() string {
 		if r.by == ctidColumn {
 			return "ctid " + op + " '(" + strconv.FormatInt(v, 10) + ",0)'::pg_catalog.tid"
 		}
-		return quoteIdent(r.by) + " " + op + " " + strconv.FormatInt(v, 10)
+		return sqlgen.QuoteIdent(r.by) + " " + op + " " + strconv.FormatInt(v, 10)
 	}
 	if r.lo != nil {
 		c = append(c, bound(">=", *r.lo))
@@ -127,7 +129,7 @@ type copyJob struct {
 // but are to be copied again: their rows on the target come from an
 // interrupted attempt and are emptied before the copy (not a reason to
 // refuse it, checkTargetTables).
-func markRangedCopies(ctx context.Context, q querier, applier string, tables []*copyTable) error {
+func markRangedCopies(ctx context.Context, q relmap.Querier, applier string, tables []*copyTable) error {
 	rows, err := q.Query(ctx, `SELECT DISTINCT schema_name, table_name FROM walapply.copy_ranges WHERE applier = $1`, applier)
 	if err != nil {
 		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
@@ -199,7 +201,7 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			jobs = append(jobs, copyJob{t: t, size: size})
 			continue
 		}
-		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
+		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
 			Msg("copying table in ranges")
 		c.prog.addRanges(len(ranges))
 		for _, r := range ranges {
@@ -247,7 +249,7 @@ func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize
 	n = min(n, copyMaxRanges)
 	if key != nil {
 		var lo, hi *int64
-		q := "SELECT min(" + quoteIdent(*key) + ")::bigint, max(" + quoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
+		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
 		if err := w.src.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
 			return nil, fmt.Errorf("reading the key range of table %s on the source: %w", t, err)
 		}
@@ -342,7 +344,7 @@ func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyR
 		return fmt.Errorf("recording the ranges of table %s in walapply.copy_ranges on the target: %w", t, err)
 	}
 	if t.resetFirst {
-		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
+		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
 			Msg("emptied table partly copied in ranges by an interrupted attempt: copying it again in the new snapshot")
 		t.resetFirst = false
 	}
@@ -403,12 +405,12 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying range %s of table %s: committing on the target: %w", r, t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
+	w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
 		Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied range")
 	w.c.prog.rangeDone(rows, pipe.rows)
 	if left == 0 {
-		w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
+		w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
 			Int("ranges", r.of).Msg("copied table")
 		w.c.prog.tableDone(t, tableRows, tableRows)
 	}

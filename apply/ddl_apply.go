@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
 	"github.com/walapply/walapply/protocol"
 )
@@ -134,7 +137,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	}
 	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
 		de.LSN = m.LSN // (checkCount's)
-		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)
@@ -143,7 +146,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		logged.Info().Msg("captured DDL touches no published table: skipped")
 		return nil
 	}
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name)}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name)}
 	stmt, err := msg.Statement()
 	if err != nil {
 		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
@@ -162,7 +165,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
-	if failed, err := a.sess.flush(ctx); err != nil {
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()
@@ -187,13 +190,13 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 // source's search_path, then the session's own again; tables created by
 // it are recorded in walapply.copy_state.
 func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
 		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
 	}
-	if err := a.sess.exec(ctx, stmt); err != nil {
+	if err := a.sess.Exec(ctx, stmt); err != nil {
 		return err
 	}
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
 		return err
 	}
 	if len(created) > 0 && a.name != "" {
@@ -203,7 +206,7 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 		for _, n := range created {
 			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+tableExisting+"', true)")
 		}
-		if err := a.sess.exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
+		if err := a.sess.Exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
 			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {
 			return fmt.Errorf("recording the created table(s) in walapply.copy_state: %w", err)
 		}
@@ -278,14 +281,14 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 // open target transaction holds DDL, which may have created the index.
 func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
 	var t ddl.TableName
-	var q querier
+	var q relmap.Querier
 	if a.catalog != nil && !a.ddlUncommitted() {
 		q = a.catalog
-	} else if qc, ok := a.sess.catalog().(queryCatalog); ok {
+	} else if qc, ok := a.sess.Catalog().(pipeline.QueryCatalog); ok {
 		if err := a.Settle(ctx); err != nil {
 			return t, false, err
 		}
-		q = qc.q
+		q = qc.Q
 	} else {
 		return t, false, nil
 	}
@@ -294,7 +297,7 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
 	if err != nil {
-		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", quoteQualified(schema, name), err)
+		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", sqlgen.QuoteQualified(schema, name), err)
 	}
 	defer rows.Close()
 	found := false
@@ -314,14 +317,14 @@ func (a *applier) forgetRelations(ctx context.Context) {
 	var names []string
 	for _, e := range a.rels.Rels {
 		for _, sd := range e.Stmts {
-			names = append(names, "DEALLOCATE "+quoteIdent(sd.Name))
+			names = append(names, "DEALLOCATE "+sqlgen.QuoteIdent(sd.Name))
 		}
-		a.rels.Rels[e.Rel.RelationID] = &relEntry{Rel: e.Rel}
+		a.rels.Rels[e.Rel.RelationID] = &relmap.Entry{Rel: e.Rel}
 	}
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them
 		// prepared until the session ends.
-		if err := a.sess.exec(ctx, strings.Join(names, "; ")); err != nil {
+		if err := a.sess.Exec(ctx, strings.Join(names, "; ")); err != nil {
 			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
 		}
 	}

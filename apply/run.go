@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -251,8 +252,8 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 
-	sess := newTargetSession(s.target)
-	if err := sess.setup(ctx, s.origin); err != nil {
+	sess := pipeline.New(s.target)
+	if err := sess.Setup(ctx, s.origin); err != nil {
 		return err
 	}
 	start, _, err := state.OriginProgress(ctx, s.control, s.origin, true)
