@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,6 +26,16 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	src, err := d.sourceConn(ctx)
 	if err != nil {
 		return false, err
+	}
+	if a.machine.state != stateInPrepare { // (a prepared one stays invisible until COMMIT PREPARED)
+		visible, err := waitVisible(ctx, src, a.txn.xid, 10*time.Second)
+		if err != nil {
+			d.closeSource(ctx)
+			return false, fmt.Errorf("waiting for source transaction %d to end before asking whether table OID %d is published (--ddl): %w", a.txn.xid, oid, err)
+		}
+		if !visible {
+			a.log.Warn().Uint32("xid", a.txn.xid).Uint32("oid", oid).Msg("source transaction still running for new snapshots after 10 seconds: asking whether its table is published anyway")
+		}
 	}
 	var p bool
 	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p, pg_catalog.pg_get_publication_tables(p.pubname) t
@@ -241,4 +252,42 @@ func (d *ddlState) checkCount(st *ddlString, msg *ddl.Message, ok []bool) error 
 	}
 	st.pending = st.pending[:0]
 	return nil
+}
+
+// visibleSQL tells whether the source transaction whose 32-bit xid is $1
+// has ended for a snapshot taken now: its full xid is the one below the
+// snapshot's xmax with those low 32 bits.
+const visibleSQL = `SELECT pg_catalog.pg_visible_in_snapshot(
+	(CASE WHEN f >= x THEN f - 4294967296 ELSE f END)::text::xid8, s)
+FROM (SELECT s, pg_catalog.pg_snapshot_xmax(s)::text::bigint AS x,
+	(pg_catalog.pg_snapshot_xmax(s)::text::bigint & -4294967296) | $1::bigint AS f
+	FROM pg_catalog.pg_current_snapshot() AS s) q`
+
+// waitVisible waits until the source transaction xid, whose commit the
+// stream has just delivered, is visible to new snapshots on the source.
+//
+// The walsender decodes and sends a commit as soon as its record is in the
+// WAL, a moment before the committing backend leaves the source's
+// ProcArray; until then a new snapshot still sees the transaction as
+// running. A catalog question about what that transaction created (is its
+// new partition published?) asked in that moment gets the answer from
+// before it, which on a busy machine is more than a theoretical window.
+// The wait is short (the backend is finishing its commit); it gives up
+// after limit and reports false.
+func waitVisible(ctx context.Context, src *pgx.Conn, xid uint32, limit time.Duration) (bool, error) {
+	deadline := time.Now().Add(limit)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		var visible bool
+		if err := src.QueryRow(ctx, visibleSQL, int64(xid)).Scan(&visible); err != nil {
+			return false, err
+		}
+		if visible || time.Now().After(deadline) {
+			return visible, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
 }
