@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/walapply/walapply/internal/ddl"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -29,7 +31,8 @@ func TestDDLCommand(t *testing.T) {
 			t.Skip("the DDL capture is tested on 15 and later")
 		}
 		src := testenv.NewCluster(t, testenv.Options{Version: version}).ConnString("postgres")
-		for _, want := range []string{"DDL capture version 1 installed", "DDL capture version 1 installed", "DDL capture removed"} {
+		installed := fmt.Sprintf("DDL capture version %d installed", ddl.Version)
+		for _, want := range []string{installed, installed, "DDL capture removed"} {
 			action := "install"
 			if strings.Contains(want, "removed") {
 				action = "remove"
