@@ -22,8 +22,9 @@ import (
 // prepared statements and batch) that runs no state machine: the run loop's
 // txnMachine has checked the framing.
 //
-// Its changes go through net-effect compaction (compact.go), as a group's
-// do, so that a long run of inserts reaches the target as one COPY: the
+// A long run of inserts into one relation is sent with COPY as it streams
+// (parallelCopy); other changes go through net-effect compaction
+// (compact.go), as a group's do, so that short runs are batched too: the
 // net state is written out at the end of every stream block, before a
 // savepoint is defined, before a Relation message changes a table it
 // holds, and before the commit or prepare. A Stream Abort comes between
@@ -48,6 +49,8 @@ type parallelWorker struct {
 	// savepoint, innermost last (worker goroutine only).
 	xid  uint32
 	subs []uint32
+	// cp is the run of inserts being copied (worker goroutine only).
+	cp parallelCopy
 	// failed is set once the transaction failed (by the goroutine, or by
 	// lockWatch); err says why.
 	failed atomic.Bool
@@ -248,9 +251,11 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
 		a.queue.txnXid, a.queue.txnLSN = j.xid, 0
 		a.net = newCompactor()
+		w.cp.reset()
 		a.sess.begin()
 		return nil
 	case jobRollback:
+		w.cp.reset()
 		return w.finish(ctx, a.sess.rollback(ctx))
 	}
 	if w.failed.Load() {
@@ -263,6 +268,9 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 	case jobChange:
 		return w.change(ctx, j)
 	case jobIdle:
+		if err := w.endCopy(ctx); err != nil {
+			return err
+		}
 		if err := a.writeOut(ctx); err != nil { // run sends
 			return a.fail(ctx, err)
 		}
@@ -271,6 +279,9 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		i := slices.Index(w.subs, j.subxid)
 		if i < 0 {
 			return nil // no change of it reached the worker
+		}
+		if err := w.endCopy(ctx); err != nil { // rolled back with the rest
+			return err
 		}
 		a.net = newCompactor() // see parallelWorker
 		a.sess.queueSQL(opBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
@@ -307,6 +318,11 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 	}
 	switch m := msg.(type) {
 	case *protocol.Relation:
+		if m.RelationID == w.cp.rel {
+			if err := w.endCopy(ctx); err != nil {
+				return err
+			}
+		}
 		if a.net.HasRelation(m.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
@@ -317,11 +333,21 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 		a.rels.PutType(m)
 	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
 		if j.subxid != w.xid && !slices.Contains(w.subs, j.subxid) {
+			if err := w.endCopy(ctx); err != nil {
+				return err
+			}
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
 			}
 			a.sess.queueSQL(opBegin, nil, "SAVEPOINT "+savepointName(j.subxid))
 			w.subs = append(w.subs, j.subxid)
+		}
+		if ins, ok := m.(*protocol.Insert); ok {
+			if copied, err := w.copyInsert(ctx, ins); copied || err != nil {
+				return err
+			}
+		} else if err := w.endCopy(ctx); err != nil {
+			return err
 		}
 		if err := a.changeNet(ctx, msg); err != nil {
 			return a.fail(ctx, err)
@@ -344,6 +370,9 @@ func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	a := w.a
 	a.applied = j.applied // the position a rewind goes back to
 	a.txn.finalLSN, a.queue.txnLSN = j.lsn, j.lsn
+	if err := w.endCopy(ctx); err != nil {
+		return err
+	}
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
