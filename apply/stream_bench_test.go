@@ -30,7 +30,9 @@ import (
 //
 // WALAPPLY_BENCH_STREAMING=parallel runs both with streaming parallel
 // (walapply --streaming parallel, the subscription's streaming = parallel)
-// instead of on.
+// instead of on. WALAPPLY_BENCH_CPUPROFILE=file has walapply write a CPU
+// profile of its run there (--cpu-profile); WALAPPLY_BENCH_NOSUB=1 leaves
+// the subscription out.
 //
 // It runs on the newest version WALAPPLY_TEST_PG selects. walapply runs as
 // a process of its own (built from cmd/walapply); its peak RSS is VmHWM
@@ -85,6 +87,11 @@ func BenchmarkStreamedBig(b *testing.B) {
 		b.Logf("%-9d %-14s %11.1fs %17.1fs %11.1fs %10.1f MiB %9.1fs %11.1fs   (maxrss %.1f MiB, spill peak %.2f GB)", round, "walapply",
 			w.load.Seconds(), w.apply.Seconds(), w.replay.Seconds(), float64(w.hwm)/1024, w.cpu.Seconds(), w.backendCPU.Seconds(),
 			float64(w.maxrss)/1024, float64(w.spill)/1e9)
+		if os.Getenv("WALAPPLY_BENCH_NOSUB") == "1" {
+			walSum += w.apply
+			peak = max(peak, w.hwm)
+			continue
+		}
 		p := benchSubscriber(b, src, tgt, insert, rows)
 		b.Logf("%-9d %-14s %11.1fs %17.1fs %12s %10.1f MiB %9.1fs %12s   (apply worker, which writes the target itself; its RSS counts the shared buffers it touched)", round, "PG subscriber",
 			p.load.Seconds(), p.apply.Seconds(), "", float64(p.hwm)/1024, p.cpu.Seconds(), "")
@@ -125,6 +132,9 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--source", src.ConnString("postgres"), "--target", tgt.ConnString("postgres"),
 		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", benchStreaming(), "--log-format", "json")
+	if prof := os.Getenv("WALAPPLY_BENCH_CPUPROFILE"); prof != "" {
+		cmd.Args = append(cmd.Args, "--cpu-profile", prof)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	proc, err := testutil.StartProcess(cmd)
 	if err != nil {
