@@ -32,7 +32,8 @@ import (
 // (walapply --streaming parallel, the subscription's streaming = parallel)
 // instead of on. WALAPPLY_BENCH_CPUPROFILE=file has walapply write a CPU
 // profile of its run there (--cpu-profile); WALAPPLY_BENCH_NOSUB=1 leaves
-// the subscription out.
+// the subscription out; WALAPPLY_BENCH_BIN=path runs that walapply binary
+// instead of one built from this tree (for A/B runs).
 //
 // It runs on the newest version WALAPPLY_TEST_PG selects. walapply runs as
 // a process of its own (built from cmd/walapply); its peak RSS is VmHWM
@@ -71,7 +72,10 @@ func BenchmarkStreamedBig(b *testing.B) {
 	testenv.MustExec(b, tgt, "sub", table)
 	insert := fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, %d) g`, rows)
 	dataBytes := rows * (8 + 256)
-	bin := walapplyBinary(b)
+	bin := os.Getenv("WALAPPLY_BENCH_BIN")
+	if bin == "" {
+		bin = walapplyBinary(b)
+	}
 	rounds := 1
 	if s := os.Getenv("WALAPPLY_BENCH_ROUNDS"); s != "" {
 		if rounds, err = strconv.Atoi(s); err != nil || rounds <= 0 {
