@@ -120,7 +120,7 @@ func benchStreaming() string {
 type benchResult struct {
 	load, apply, replay time.Duration // source INSERT; source COMMIT to target commit; walapply's replay
 	hwm, maxrss, spill  int64         // KiB, KiB, bytes
-	cpu, backendCPU     time.Duration // the consumer's CPU time; its target backend's (walapply)
+	cpu, backendCPU     time.Duration // the consumer's CPU time; its target backends' (walapply)
 }
 
 // benchWalapply runs the transaction with a walapply process consuming it.
@@ -156,9 +156,18 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	close(stopSpill)
 	r.hwm = vmHWM(proc.Pid())
 	if c, err := tgt.Connect(context.Background(), "postgres"); err == nil {
-		var pid int
-		_ = c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply'`).Scan(&pid)
-		r.backendCPU = procCPU(pid)
+		// The main connection's backend and the parallel ones' (parallel
+		// mode applies the transaction on those).
+		rows, err := c.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply' OR application_name LIKE 'walapply wal parallel %'`)
+		if err == nil {
+			for rows.Next() {
+				var pid int
+				if rows.Scan(&pid) == nil {
+					r.backendCPU += procCPU(pid)
+				}
+			}
+			rows.Close()
+		}
 		c.Close(context.Background())
 	}
 	_ = proc.Signal(syscall.SIGTERM)
