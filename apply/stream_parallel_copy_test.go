@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -73,6 +74,34 @@ func TestParallelCopyRuns(t *testing.T) {
 		}
 		if n := logs.Count("replayed a streamed transaction"); n != 0 {
 			t.Errorf("%d streamed transactions replayed from spill files, want 0", n)
+		}
+	})
+}
+
+// TestParallelCopyRunsSkip: with insert_exists=skip, a long run of inserts
+// applied as it streams keeps INSERT ... ON CONFLICT instead of COPY, so a
+// key the target already has is skipped and the rest applied, without a
+// fallback to the spill path.
+func TestParallelCopyRunsSkip(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := parallelHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"})
+		h.both(`CREATE TABLE u (id int PRIMARY KEY, v text)`)
+		h.target(`INSERT INTO u VALUES (1500, 'target only')`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE u`)
+		h.createSlot("s")
+		cfg, logs := h.streamConfig("s", "parallel", "pub")
+		cfg.Conflicts = apply.ConflictPolicies{apply.ConflictInsertExists: apply.PolicySkip}
+		stop := h.runApplier(cfg)
+		h.source(rowsSQL("u", 1, 3000, "x"))
+		h.waitCaughtUp("s", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatalf("applier: %v", err)
+		}
+		h.expect(`SELECT count(*)::text FROM u`, "3000")
+		h.expect(`SELECT v FROM u WHERE id = 1500`, "target only")
+		if n := parallelApplied(logs); n != 1 {
+			t.Errorf("%d streamed transactions applied as they streamed, want 1", n)
 		}
 	})
 }
