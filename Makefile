@@ -31,6 +31,7 @@ help:
 	@echo "make torture   the long fault-injection run (WALAPPLY_TORTURE_DURATION, default 10m)"
 	@echo "make bench     the side-by-side benchmark against the built-in subscriber (long)"
 	@echo "make bench-smoke  a 1% version of it"
+	@echo "make bench-copy   the initial copy at issue 20's size, with and without --schema (long)"
 
 build:
 	$(GO) build ./...
@@ -102,11 +103,26 @@ clean:
 # tables in bin/benchmarks.md and bin/benchmarks-busy.md;
 # `make bench-smoke` is a tiny run. BENCH_FLAGS adds flags, e.g.
 # BENCH_FLAGS='--versions 18 --workloads pgbench,small --runs 5'.
+#
+# `make bench-copy` is issue 20's initial copy (the migrate workload:
+# pgbench scale 50 plus 900,000 rows of 1 kB, about 1.7 GB; 3 runs each,
+# PostgreSQL 18 and 15): first into targets with the schema, then with
+# --copy-schema (a 15 source into 18 and 15 targets, the schema created in
+# the drain), quiet and with the neighbour; tables in bin/benchmarks-copy*.md.
+# COPY_WORKERS sets both appliers' workers.
 BENCH_FLAGS ?=
-.PHONY: bench bench-smoke
+COPY_WORKERS ?= 2
+COPY_BENCH = $(GO) run ./bench/cmd/walbench --workloads migrate --versions 18,15 --runs 3 --copy-workers $(COPY_WORKERS) --drain-timeout 30m
+.PHONY: bench bench-smoke bench-copy
 bench:
 	@mkdir -p bin
 	$(GO) run ./bench/cmd/walbench --markdown bin/benchmarks.md $(BENCH_FLAGS)
 	$(GO) run ./bench/cmd/walbench --neighbour cores --markdown bin/benchmarks-busy.md $(BENCH_FLAGS)
 bench-smoke:
 	$(GO) run ./bench/cmd/walbench --runs 1 --scale 0.01 --versions 18 $(BENCH_FLAGS)
+bench-copy:
+	@mkdir -p bin
+	$(COPY_BENCH) --markdown bin/benchmarks-copy.md $(BENCH_FLAGS)
+	$(COPY_BENCH) --copy-schema --markdown bin/benchmarks-copy-schema.md $(BENCH_FLAGS)
+	$(COPY_BENCH) --neighbour cores --markdown bin/benchmarks-copy-busy.md $(BENCH_FLAGS)
+	$(COPY_BENCH) --copy-schema --neighbour cores --markdown bin/benchmarks-copy-schema-busy.md $(BENCH_FLAGS)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -78,15 +80,15 @@ func TestPermanentClasses(t *testing.T) {
 }
 
 // TestOpNames: every operation has one spelling, SQL's, in capitals, in
-// opKind's names, TxnError.Op and the messages that name an operation;
+// pipeline.Op's names, TxnError.Op and the messages that name an operation;
 // never the protocol message's name ("Insert").
 func TestOpNames(t *testing.T) {
 	for _, c := range []struct {
-		op   opKind
+		op   pipeline.Op
 		want string
 	}{
-		{opBegin, OpBegin}, {opInsert, OpInsert}, {opUpdate, OpUpdate}, {opDelete, OpDelete},
-		{opTruncate, OpTruncate}, {opOrigin, OpOriginProgress}, {opCommit, OpCommit}, {opCopy, OpCopy},
+		{pipeline.OpBegin, OpBegin}, {pipeline.OpInsert, OpInsert}, {pipeline.OpUpdate, OpUpdate}, {pipeline.OpDelete, OpDelete},
+		{pipeline.OpTruncate, OpTruncate}, {pipeline.OpOrigin, OpOriginProgress}, {pipeline.OpCommit, OpCommit}, {pipeline.OpCopy, OpCopy},
 	} {
 		if c.op.String() != c.want {
 			t.Errorf("opKind %d is %q, want %q", c.op, c.op, c.want)
@@ -115,16 +117,16 @@ func TestOpNames(t *testing.T) {
 			t.Fatalf("the table is wrong for %s", c.want)
 		}
 	}
-	e := &relEntry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
+	e := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
 	short := &protocol.TupleData{Columns: make([]protocol.TupleColumn, 1)}
 	for _, c := range []struct {
-		op    opKind
+		op    pipeline.Op
 		which string
 		want  string
 	}{
-		{opInsert, "", `INSERT on "public"."t": its tuple has 1 columns`},
-		{opUpdate, "new", `UPDATE on "public"."t": its new tuple has 1 columns`},
-		{opDelete, "old", `DELETE on "public"."t": its old tuple has 1 columns`},
+		{pipeline.OpInsert, "", `INSERT on "public"."t": its tuple has 1 columns`},
+		{pipeline.OpUpdate, "new", `UPDATE on "public"."t": its new tuple has 1 columns`},
+		{pipeline.OpDelete, "old", `DELETE on "public"."t": its old tuple has 1 columns`},
 	} {
 		err := checkWidth(e, short, c.op, c.which)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocolOrder) {
@@ -158,7 +160,7 @@ func TestStopContextBounded(t *testing.T) {
 // skip and the conflict kind of the operation, and leaves --on-conflict
 // out for a unique index other than the replica identity key.
 func TestDuplicateKeyWaysOut(t *testing.T) {
-	rel := &relEntry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
+	rel := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
 		{Name: "id", Flags: protocol.ColumnFlagKey}, {Name: "Code"}}}}
 	dup := func(detail string) error {
 		return &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint", Detail: detail}

@@ -10,15 +10,17 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
 // TestWithColumn: a value error from the target that names a type gets the
 // column(s) of that type; anything else passes unchanged.
 func TestWithColumn(t *testing.T) {
-	rel := &relEntry{
+	rel := &relmap.Entry{
 		Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "Code"}, {Name: "b"}, {Name: "gen"}, {Name: "amount"}, {Name: "n"}}},
-		Target: &targetTable{Columns: []targetColumn{
+		Target: &relmap.Table{Columns: []relmap.Column{
 			{Name: "id", TypeName: "integer"},
 			{Name: "Code", TypeName: "character varying(3)"},
 			{Name: "b", TypeName: "character varying(3)"},
@@ -29,7 +31,7 @@ func TestWithColumn(t *testing.T) {
 		Tcol: []int{0, 1, 2, -1, 4, 5}, // gen is generated on the target: never written
 	}
 	rel.NoteParams("INSERT ...", []string{"id", "Code", "b", "amount", "n"})
-	q := &queuedStmt{op: opInsert, rel: rel, sql: "INSERT ..."}
+	q := &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel, SQL: "INSERT ..."}
 	param := func(code, msg, where string) error {
 		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Where: where}
 	}
@@ -38,7 +40,7 @@ func TestWithColumn(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		q    *queuedStmt
+		q    *pipeline.Stmt
 		err  error
 		want string // "" means unchanged
 	}{
@@ -52,9 +54,9 @@ func TestWithColumn(t *testing.T) {
 			`column "id" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
 		{"a parameter past the columns (a conflict wrapper's)", q, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $6"),
 			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
-		{"another statement's parameter", &queuedStmt{op: opInsert, rel: rel, sql: "UPDATE ..."}, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $5"),
+		{"another statement's parameter", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel, SQL: "UPDATE ..."}, param("22P02", `invalid input syntax for type integer: "x"`, "unnamed portal parameter $5"),
 			`one of columns "id", "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
-		{"COPY names the column", &queuedStmt{op: opCopy, rel: rel}, param("22P02", `invalid input syntax for type integer: "x"`, `COPY t, line 50, column n: "x"`),
+		{"COPY names the column", &pipeline.Stmt{Op: pipeline.OpCopy, Rel: rel}, param("22P02", `invalid input syntax for type integer: "x"`, `COPY t, line 50, column n: "x"`),
 			`column "n" (integer on the target): ERROR: invalid input syntax for type integer: "x" (SQLSTATE 22P02)`},
 		{"numeric overflow", q, pg("22003", "numeric field overflow", "A field with precision 5, scale 2 must round to an absolute value less than 10^3."),
 			`column "amount" (numeric(5,2) on the target): ERROR: numeric field overflow (SQLSTATE 22003)`},
@@ -65,8 +67,8 @@ func TestWithColumn(t *testing.T) {
 		{"not a value error", q, pg("23505", "duplicate key value violates unique constraint", ""), ""},
 		{"not a server error", q, errors.New("value too long for type character varying(3)"), ""},
 		{"no statement", nil, pg("22001", "value too long for type character varying(3)", ""), ""},
-		{"no relation", &queuedStmt{op: opCommit}, pg("22001", "value too long for type character varying(3)", ""), ""},
-		{"unmapped relation", &queuedStmt{op: opInsert, rel: &relEntry{Rel: rel.Rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"no relation", &pipeline.Stmt{Op: pipeline.OpCommit}, pg("22001", "value too long for type character varying(3)", ""), ""},
+		{"unmapped relation", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: &relmap.Entry{Rel: rel.Rel}}, pg("22001", "value too long for type character varying(3)", ""), ""},
 	} {
 		got := withColumn(c.q, c.err)
 		if c.want == "" {

@@ -1,10 +1,14 @@
 package apply
 
-import "github.com/walapply/walapply/protocol"
+import (
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/protocol"
+)
 
 // compactable reports whether a relation's changes may be compacted (see
 // compactor).
-func compactable(e *relEntry, p ConflictPolicies) bool {
+func compactable(e *relmap.Entry, p ConflictPolicies) bool {
 	if e.Compact == 0 {
 		e.Compact = 2
 		if isCompactable(e, p) {
@@ -14,7 +18,7 @@ func compactable(e *relEntry, p ConflictPolicies) bool {
 	return e.Compact == 1
 }
 
-func isCompactable(e *relEntry, p ConflictPolicies) bool {
+func isCompactable(e *relmap.Entry, p ConflictPolicies) bool {
 	// Upserts and inserts of missing rows are done row by row.
 	if p[ConflictInsertExists] != PolicyError || p[ConflictUpdateMissing] == PolicyApply {
 		return false
@@ -54,13 +58,13 @@ func (a *applier) packArrays(width int, elems []uint32) {
 				break
 			}
 		}
-		elem := uint32(textOID)
+		elem := uint32(compact.TextOID)
 		if c < len(elems) && elems[c] != 0 {
 			elem = elems[c]
 		}
-		buf = appendArrayHeader(buf, elem, rows, nulls)
+		buf = compact.AppendArrayHeader(buf, elem, rows, nulls)
 		for r := 0; r < rows; r++ {
-			buf = appendArrayElem(buf, a.params[r*width+c])
+			buf = compact.AppendArrayElem(buf, a.params[r*width+c])
 		}
 		ends = append(ends, len(buf))
 	}

@@ -3,6 +3,7 @@ package apply
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/walapply/walapply/apply/internal/compact"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,7 @@ func TestPackArraysGolden(t *testing.T) {
 	if len(a.params) != 1 || !bytes.Equal(a.params[0], want) || a.formats[0] != 1 {
 		t.Fatalf("packArrays = %v (format %v), want %v", a.params, a.formats, want)
 	}
-	if got := appendArrayHeader(nil, textOID, 0, 0); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}) {
+	if got := compact.AppendArrayHeader(nil, compact.TextOID, 0, 0); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}) {
 		t.Errorf("empty array header = %v", got)
 	}
 	// A binary int4 column next to a text one: its array says int4.
@@ -52,7 +53,7 @@ func decodeTextArray(t *testing.T, b []byte) [][]byte {
 		t.Fatalf("%d dimensions", dims)
 	}
 	nulls, elem, n, lb := u32(), u32(), u32(), u32()
-	if elem != textOID || lb != 1 {
+	if elem != compact.TextOID || lb != 1 {
 		t.Fatalf("element type %d, lower bound %d", elem, lb)
 	}
 	var out [][]byte

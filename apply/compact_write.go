@@ -3,17 +3,20 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
 // writeOut writes the net changes out (internal/compact keeps them): per table, the
 // deletes, then the updates, then the inserts, each as multi-row statements
 // whose rows come from a row source (internal/compact/rows.go), or a long run of
-// inserts as one COPY (target_copy.go).
+// inserts as one COPY (internal/pipeline/copy.go).
 //
 // writeOut queues the pending net changes as statements: for every table
 // its deletes and updates, then for every table its inserts (a replaced row
@@ -26,19 +29,19 @@ func (a *applier) writeOut(ctx context.Context) error {
 	if c.N == 0 {
 		return nil
 	}
-	inserts := make([][]*netRow, len(c.Tables))
+	inserts := make([][]*compact.Row, len(c.Tables))
 	for n, t := range c.Tables {
-		var dels, ups []*netRow
+		var dels, ups []*compact.Row
 		for _, k := range t.Order {
 			r := t.Rows[k]
 			switch r.Kind {
-			case netDelete:
+			case compact.NetDelete:
 				dels = append(dels, r)
-			case netUpdate:
+			case compact.NetUpdate:
 				ups = append(ups, r)
-			case netInsert:
+			case compact.NetInsert:
 				inserts[n] = append(inserts[n], r)
-			case netReplace:
+			case compact.NetReplace:
 				dels = append(dels, r)
 				inserts[n] = append(inserts[n], r)
 			}
@@ -60,7 +63,7 @@ func (a *applier) writeOut(ctx context.Context) error {
 	return nil
 }
 
-func (a *applier) addCell(x cell) {
+func (a *applier) addCell(x compact.Cell) {
 	a.params = append(a.params, a.net.Bytes(x))
 	f := int16(0)
 	if x.Kind == protocol.ColumnBinary {
@@ -70,12 +73,12 @@ func (a *applier) addCell(x cell) {
 }
 
 // multiStatement returns the prepared statement of a multi-row shape.
-func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
+func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op pipeline.Op, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.Stmts[shape]; ok {
 		return sd, nil
 	}
 	sql, oids := build()
-	sd, err := a.sess.statementFor(ctx, sql, oids)
+	sd, err := a.sess.StatementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: op.String(),
 			Err: fmt.Errorf("preparing the statement: %w", err)}
@@ -84,26 +87,7 @@ func (a *applier) multiStatement(ctx context.Context, e *relEntry, op opKind, sh
 	return sd, nil
 }
 
-// keyMatch writes the join of the target's key columns with v's first
-// columns.
-func keyMatch(b *strings.Builder, e *relEntry) {
-	for n, i := range e.Key {
-		if n > 0 {
-			b.WriteString(" AND ")
-		}
-		tc := e.Target.Columns[e.Tcol[i]]
-		b.WriteString("_t.")
-		b.WriteString(quoteIdent(tc.Name))
-		if tc.EqSchema != "" {
-			b.WriteString(" OPERATOR(" + quoteIdent(tc.EqSchema) + ".=) ")
-		} else {
-			b.WriteString(" = ")
-		}
-		b.WriteString("_v.column" + strconv.Itoa(n+1))
-	}
-}
-
-func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow) error {
+func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*compact.Row) error {
 	var cols []int // source columns written
 	for i := range e.Rel.Columns {
 		if e.Tcol[i] >= 0 {
@@ -117,21 +101,21 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 				return err
 			}
 			a.params, a.formats = a.params[:0], a.formats[:0]
-			a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+			a.sess.QueueStmt(pipeline.OpInsert, e, sd, a.params, a.formats, 0, 0)
 		}
 		return nil
 	}
 	if len(rows) >= copyMinRun && a.queueCopyRun(e, rows, cols) {
 		return nil
 	}
-	arrays, bin, each := rowForm(e, rows)
+	arrays, bin, each := compact.RowForm(e, rows)
 	var arrs, elems []uint32
 	if arrays {
 		arrs = e.ArrayTypes(nil, cols, func(n int) bool { return bin.Image[cols[n]] })
 		elems = e.ElemTypes(nil, cols, arrs)
 	}
-	return each(rows, len(cols), func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opInsert, shapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
+	return each(rows, len(cols), func(rs []*compact.Row) error {
+		sd, err := a.multiStatement(ctx, e, pipeline.OpInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
 			var b strings.Builder
 			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
 			var oids []uint32
@@ -141,13 +125,13 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 					b.WriteString(", ")
 				}
 				tc := e.Target.Columns[e.Tcol[i]]
-				b.WriteString(quoteIdent(tc.Name))
+				b.WriteString(sqlgen.QuoteIdent(tc.Name))
 				oids = append(oids, tc.TypeOID)
 				types = append(types, tc.CastType)
 			}
-			b.WriteString(") " + overridingSystemValue)
-			writeRowSource(&b, arrays, len(rs), types, arrs)
-			return b.String(), rowParamOIDs(arrays, len(rs), oids, arrs)
+			b.WriteString(") " + sqlgen.OverridingSystemValue)
+			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
+			return b.String(), compact.RowParamOIDs(arrays, len(rs), oids, arrs)
 		})
 		if err != nil {
 			return err
@@ -165,7 +149,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 		if arrays {
 			a.packArrays(len(cols), elems)
 		}
-		a.sess.queueStmt(opInsert, e, sd, a.params, a.formats, 0, 0)
+		a.sess.QueueStmt(pipeline.OpInsert, e, sd, a.params, a.formats, 0, 0)
 		a.Stats.Inserts.Add(int64(len(rs)))
 		return nil
 	})
@@ -173,7 +157,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relEntry, rows []*netRow)
 
 // queueCopyRun queues a run of inserts as one COPY, unless its values mix
 // text and binary or the table takes no COPY (copySQL).
-func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
+func (a *applier) queueCopyRun(e *relmap.Entry, rows []*compact.Row, cols []int) bool {
 	format := copyFormatOf(rows, cols)
 	if format == 0 {
 		return false
@@ -182,280 +166,8 @@ func (a *applier) queueCopyRun(e *relEntry, rows []*netRow, cols []int) bool {
 	if !ok {
 		return false
 	}
-	a.sess.queueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
+	a.sess.QueueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
 	a.Stats.Inserts.Add(int64(len(rows)))
 	a.Stats.CopiedRows.Add(int64(len(rows)))
 	return true
-}
-
-func (a *applier) writeUpdates(ctx context.Context, e *relEntry, rows []*netRow) error {
-	// Rows whose images hold unchanged TOAST values need SET lists without
-	// those columns: rows are written in runs of the same set of columns
-	// (their order does not matter: every row has its own key), each in
-	// key order (internal/compact/order.go).
-	a.net.SortByKey(rows)
-	var order []string
-	runs := map[string][]*netRow{}
-	for _, r := range rows {
-		m := make([]byte, len(r.Image))
-		for i, x := range r.Image {
-			m[i] = '0'
-			if x.Kind == protocol.ColumnUnchanged {
-				m[i] = '1'
-			}
-		}
-		k := string(m)
-		if _, ok := runs[k]; !ok {
-			order = append(order, k)
-		}
-		runs[k] = append(runs[k], r)
-	}
-	for _, k := range order {
-		if err := a.writeUpdateRun(ctx, e, runs[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeUpdateRun writes updates whose images leave out the same columns.
-func (a *applier) writeUpdateRun(ctx context.Context, e *relEntry, rows []*netRow) error {
-	var set []int
-	mask := make([]byte, 0, len(e.Rel.Columns))
-	for i := range e.Rel.Columns {
-		if e.Tcol[i] >= 0 && rows[0].Image[i].Kind != protocol.ColumnUnchanged {
-			set = append(set, i)
-			mask = append(mask, '1')
-		} else {
-			mask = append(mask, '0')
-		}
-	}
-	if len(set) == 0 {
-		return nil // nothing to write: every column is unchanged
-	}
-	per := len(e.Key) + len(set)
-	conflict, fail := a.wraps('U')
-	width := per
-	if conflict != "" {
-		width++ // the row's key as text, for the conflict record
-	}
-	arrays, arrs, elems, each := keyedForm(e, rows, set)
-	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opUpdate, shapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
-			types := keyedTypes(e, set, conflict != "")
-			var b strings.Builder
-			if conflict != "" {
-				b.WriteString("WITH _w AS (")
-			}
-			b.WriteString("UPDATE " + e.Target.Quoted + " AS _t SET ")
-			for n, i := range set {
-				if n > 0 {
-					b.WriteString(", ")
-				}
-				b.WriteString(quoteIdent(e.Target.Columns[e.Tcol[i]].Name))
-				b.WriteString(" = _v.column" + strconv.Itoa(len(e.Key)+n+1))
-			}
-			b.WriteString(" FROM (")
-			writeRowSource(&b, arrays, len(rs), types, arrs)
-			b.WriteString(") AS _v WHERE ")
-			keyMatch(&b, e)
-			oids := e.TypeOIDs(set, e.TypeOIDs(e.Key, nil))
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, oids, arrs)
-		})
-		if err != nil {
-			return err
-		}
-		a.queueMulti(opUpdate, e, sd, rs, set, conflict, fail, arrays, width, elems)
-		a.Stats.Updates.Add(int64(len(rs)))
-		return nil
-	})
-}
-
-func (a *applier) writeDeletes(ctx context.Context, e *relEntry, rows []*netRow) error {
-	a.net.SortByKey(rows)
-	per := len(e.Key)
-	conflict, fail := a.wraps('D')
-	width := per
-	if conflict != "" {
-		width++
-	}
-	arrays, arrs, elems, each := keyedForm(e, rows, nil)
-	return each(rows, width, func(rs []*netRow) error {
-		sd, err := a.multiStatement(ctx, e, opDelete, shapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
-			types := keyedTypes(e, nil, conflict != "")
-			var b strings.Builder
-			if conflict != "" {
-				b.WriteString("WITH _w AS (")
-			}
-			b.WriteString("DELETE FROM " + e.Target.Quoted + " AS _t USING (")
-			writeRowSource(&b, arrays, len(rs), types, arrs)
-			b.WriteString(") AS _v WHERE ")
-			keyMatch(&b, e)
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.TypeOIDs(e.Key, nil), arrs)
-		})
-		if err != nil {
-			return err
-		}
-		a.queueMulti(opDelete, e, sd, rs, nil, conflict, fail, arrays, width, elems)
-		a.Stats.Deletes.Add(int64(len(rs)))
-		return nil
-	})
-}
-
-// finishMissing ends a multi-row UPDATE or DELETE: the parameter types of
-// its rows (oids, one row's worth) and, when the statement handles
-// update_missing or delete_missing itself, the outer statement that records
-// (or, with fail, raises) the rows the change did not find; width is the
-// row source's width, its last column the row's key as text; types and
-// arrs are the row source's SQL types and, in the array form, the array
-// types of binary columns (rowParamOIDs).
-//
-// The change runs in a CTE that returns a row per row it changed, and the
-// outer statement reads the row source a second time for the rows whose
-// key is not in the table. It does so only when the change fell short: the
-// count is an InitPlan, the condition on it a one-time filter, so on the
-// usual path the outer statement costs a count and nothing per row. (A
-// CTE holding the row source for both reads and a NOT IN over the changed
-// keys cost the target 17-21 us per pgbench_accounts row against 16-18 us;
-// timed directly on PostgreSQL 18, rounds of 10,000 sorted rows.) The
-// second read sees the table as the statement began, so a row the change
-// did not find because it was not there is the one recorded.
-func finishMissing(b *strings.Builder, e *relEntry, conflict string, fail, arrays bool, width, rows int, types []string, oids, arrs []uint32) (string, []uint32) {
-	if conflict != "" {
-		oids = append(oids, 25) // the key as text
-	}
-	all := rowParamOIDs(arrays, rows, oids, arrs)
-	if conflict == "" {
-		return b.String(), all
-	}
-	ck := "_v.column" + strconv.Itoa(width)
-	b.WriteString(" RETURNING 1) ")
-	if fail {
-		raiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
-	} else {
-		recordInsert(b, conflict, "skipped", len(all)+1, ck)
-	}
-	given := strconv.Itoa(rows)
-	if arrays {
-		given = "pg_catalog.cardinality($1)" // the first column's array
-	}
-	b.WriteString(" FROM (")
-	writeRowSource(b, arrays, rows, types, arrs)
-	b.WriteString(") AS _v WHERE (SELECT pg_catalog.count(*) FROM _w) < " + given)
-	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _t WHERE ")
-	keyMatch(b, e)
-	b.WriteString(")")
-	if fail {
-		b.WriteString(" HAVING pg_catalog.count(*) > 0")
-	} else {
-		b.WriteString(" RETURNING key")
-	}
-	return b.String(), append(all, recordOIDs...)
-}
-
-// keyedForm is rowForm for a multi-row UPDATE (set: the columns it writes)
-// or DELETE (set nil), whose row source is the key columns, then set: with
-// arrays, the array types (arrs) and element types (elems) of its columns.
-func keyedForm(e *relEntry, rows []*netRow, set []int) (arrays bool, arrs, elems []uint32, each func([]*netRow, int, func([]*netRow) error) error) {
-	arrays, bin, each := rowForm(e, rows)
-	if arrays {
-		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.Key[n] })
-		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.Image[set[n]] })
-		elems = e.ElemTypes(e.ElemTypes(nil, e.Key, arrs), set, arrs[len(e.Key):])
-	}
-	return arrays, arrs, elems, each
-}
-
-// keyedTypes are the SQL types of the row source of a multi-row UPDATE or
-// DELETE: the key columns, the set columns, and the key as text when the
-// statement records conflicts.
-func keyedTypes(e *relEntry, set []int, keyText bool) []string {
-	types := e.TypeNames(set, e.TypeNames(e.Key, nil))
-	if keyText {
-		types = append(types, "pg_catalog.text")
-	}
-	return types
-}
-
-// addKeyedRows sets the parameters of a multi-row UPDATE (set: the columns
-// it writes) or DELETE (set nil): each row's key, its set values and, when
-// the statement records conflicts, its key as text; in the array form
-// packed into one array per column of the row source, width wide, typed by
-// elems where binary (packArrays).
-func (a *applier) addKeyedRows(e *relEntry, rs []*netRow, set []int, keyText, arrays bool, width int, elems []uint32) {
-	a.params, a.formats = a.params[:0], a.formats[:0]
-	for _, r := range rs {
-		for _, x := range r.Key {
-			a.addCell(x)
-		}
-		for _, i := range set {
-			a.addCell(r.Image[i])
-		}
-		if keyText {
-			a.addKeyText(e, r)
-		}
-	}
-	if arrays {
-		a.packArrays(width, elems)
-	}
-}
-
-// queueMulti queues a multi-row UPDATE (set: the columns it writes) or
-// DELETE (set nil): its row parameters (addKeyedRows), the rows' keys for
-// messages and, when the statement records its own conflicts, the record
-// parameters.
-func (a *applier) queueMulti(op opKind, e *relEntry, sd *pgconn.StatementDescription, rs []*netRow, set []int, conflict string, fail, arrays bool, width int, elems []uint32) {
-	keyStart := len(a.queue.keys)
-	a.addKeyedRows(e, rs, set, conflict != "", arrays, width, elems)
-	a.queue.keys = a.renderKeys(a.queue.keys, e, rs)
-	if conflict != "" {
-		a.appendRecordParams(e, nil)
-	}
-	a.sess.queueStmt(op, e, sd, a.params, a.formats, keyStart, len(a.queue.keys))
-	q := a.queue.last()
-	q.rows = len(rs)
-	if !fail {
-		q.conflict = conflict
-	}
-}
-
-// addKeyText adds a row's key rendered as text, the key of its conflict
-// record, as a parameter; the text lives in the compactor's arena.
-func (a *applier) addKeyText(e *relEntry, r *netRow) {
-	c := a.net
-	start := len(c.Arena)
-	for j, i := range e.Key {
-		if j > 0 {
-			c.Arena = append(c.Arena, ", "...)
-		}
-		c.Arena = append(c.Arena, e.Rel.Columns[i].Name...)
-		c.Arena = append(c.Arena, '=')
-		x := r.Key[j]
-		c.Arena = appendValue(c.Arena, &protocol.TupleColumn{Kind: x.Kind, Data: c.Bytes(x)})
-	}
-	a.params = append(a.params, c.Arena[start:len(c.Arena):len(c.Arena)])
-	a.formats = append(a.formats, 0)
-}
-
-// renderKeys renders the keys of a multi-row statement for messages.
-func (a *applier) renderKeys(dst []byte, e *relEntry, rs []*netRow) []byte {
-	for n, r := range rs {
-		if n > 0 {
-			dst = append(dst, "; "...)
-		}
-		if n == 8 {
-			dst = append(dst, "..."...)
-			break
-		}
-		for j, i := range e.Key {
-			if j > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = append(dst, e.Rel.Columns[i].Name...)
-			dst = append(dst, '=')
-			x := r.Key[j]
-			dst = appendValue(dst, &protocol.TupleColumn{Kind: x.Kind, Data: a.net.Bytes(x)})
-		}
-	}
-	return dst
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/secret"
 )
 
@@ -44,7 +45,7 @@ type TableComparison struct {
 }
 
 // String is the table's qualified, quoted name.
-func (t TableComparison) String() string { return quoteQualified(t.Schema, t.Name) }
+func (t TableComparison) String() string { return sqlgen.QuoteQualified(t.Schema, t.Name) }
 
 // TableDigest is one side's count and checksum of a table.
 type TableDigest struct {
@@ -298,9 +299,9 @@ func rowText(columns []string) string {
 // that side, else without inheritance children (published apart), and the
 // source's row filter.
 func fromClause(t comparedTable, partitioned bool, filter string) string {
-	from := " FROM ONLY " + quoteQualified(t.schema, t.name)
+	from := " FROM ONLY " + sqlgen.QuoteQualified(t.schema, t.name)
 	if partitioned {
-		from = " FROM " + quoteQualified(t.schema, t.name)
+		from = " FROM " + sqlgen.QuoteQualified(t.schema, t.name)
 	}
 	if filter != "" {
 		from += " WHERE " + filter
@@ -316,7 +317,7 @@ func tableDigest(ctx context.Context, conn *pgx.Conn, t comparedTable, partition
 		fromClause(t, partitioned, filter)
 	var d TableDigest
 	if err := conn.QueryRow(ctx, q).Scan(&d.Rows, &d.Checksum); err != nil {
-		return d, fmt.Errorf("checksumming table %s: %w", quoteQualified(t.schema, t.name), err)
+		return d, fmt.Errorf("checksumming table %s: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 	}
 	return d, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // publishedTables reads what the publications publish (every publication
@@ -114,7 +115,7 @@ func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *compar
 			ORDER BY i.indisprimary DESC LIMIT 1) k ON true
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
-		return fmt.Errorf("reading the columns of table %s on the source: %w", quoteQualified(t.schema, t.name), err)
+		return fmt.Errorf("reading the columns of table %s on the source: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 	}
 	type keyCol struct {
 		pos  int
@@ -127,7 +128,7 @@ func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *compar
 		var keyPos int
 		if err := rows.Scan(&name, &generated, &keyPos); err != nil {
 			rows.Close()
-			return fmt.Errorf("reading the columns of table %s on the source: %w", quoteQualified(t.schema, t.name), err)
+			return fmt.Errorf("reading the columns of table %s on the source: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 		}
 		if published[name] || published == nil && !generated {
 			t.columns = append(t.columns, name)
@@ -137,7 +138,7 @@ func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *compar
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reading the columns of table %s on the source: %w", quoteQualified(t.schema, t.name), err)
+		return fmt.Errorf("reading the columns of table %s on the source: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 	}
 	slices.SortFunc(key, func(a, b keyCol) int { return a.pos - b.pos })
 	for _, k := range key {
@@ -159,12 +160,12 @@ func compareTargetTable(ctx context.Context, conn *pgx.Conn, t comparedTable) (p
 		return false, "missing on the target", nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("looking up table %s on the target: %w", quoteQualified(t.schema, t.name), err)
+		return false, "", fmt.Errorf("looking up table %s on the target: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 	}
 	var missing []string
 	for _, c := range t.columns {
 		if !slices.Contains(columns, c) {
-			missing = append(missing, quoteIdent(c))
+			missing = append(missing, sqlgen.QuoteIdent(c))
 		}
 	}
 	if len(missing) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // listDifferingKeys lists up to limit primary keys whose rows differ
@@ -24,7 +25,7 @@ func listDifferingKeys(ctx context.Context, src, dst *pgx.Conn, t comparedTable,
 		rows, err := conn.Query(ctx, "SELECT "+keyText(t.key)+` COLLATE "C", md5(`+rowText(t.columns)+")"+
 			fromClause(t, partitioned, filter)+" ORDER BY 1", pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
-			return nil, fmt.Errorf("reading the keys of table %s: %w", quoteQualified(t.schema, t.name), err)
+			return nil, fmt.Errorf("reading the keys of table %s: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 		}
 		return rows, nil
 	}
@@ -98,7 +99,7 @@ func (k *keyStream) next() error {
 // record's for several.
 func keyText(key []string) string {
 	if len(key) == 1 {
-		return "(" + quoteIdent(key[0]) + ")::text"
+		return "(" + sqlgen.QuoteIdent(key[0]) + ")::text"
 	}
 	return "ROW(" + quoteList(key) + ")::text"
 }

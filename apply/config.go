@@ -71,7 +71,8 @@ type Config struct {
 	PgDump       string
 	// CopySplitSize is the source relation size (bytes, pg_relation_size)
 	// above which a table is copied in ranges by several workers at once
-	// (copy_ranges.go): 0 for the default, 1 GiB; negative: never.
+	// (copy_ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB
+	// without; negative: never.
 	CopySplitSize int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both

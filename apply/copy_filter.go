@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -186,14 +188,14 @@ func (f *copyFilter) holds(a *applier, relid uint32) bool {
 	if e == nil {
 		return false // the applier reports the missing Relation message
 	}
-	t := f.tables[relName{sourceSchema(e.Rel.Namespace), e.Rel.Name}]
+	t := f.tables[relName{relmap.SourceSchema(e.Rel.Namespace), e.Rel.Name}]
 	return t != nil && a.txn.finalLSN < t.lsn && t.snap.visible(a.txn.xid)
 }
 
 // loadCopyFilter reads the tables an initial copy of applier copied in a
 // snapshot later than from, the position streaming starts at. It returns
 // nil when there are none (always, unless a copy was resumed).
-func loadCopyFilter(ctx context.Context, q querier, applier string, from protocol.LSN) (*copyFilter, error) {
+func loadCopyFilter(ctx context.Context, q relmap.Querier, applier string, from protocol.LSN) (*copyFilter, error) {
 	rows, err := q.Query(ctx, `SELECT schema_name, table_name, copy_lsn::text, snapshot FROM walapply.copy_state
 		WHERE applier = $1 AND status = 'done' AND copy_lsn > $2::pg_catalog.pg_lsn`, applier, from.String())
 	if err != nil {
@@ -209,10 +211,10 @@ func loadCopyFilter(ctx context.Context, q querier, applier string, from protoco
 		}
 		t := &copiedTable{}
 		if t.lsn, err = protocol.ParseLSN(lsn); err != nil {
-			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", quoteQualified(n.schema, n.name), err)
+			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
 		}
 		if t.snap, err = parseSnapshot(snap); err != nil {
-			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", quoteQualified(n.schema, n.name), err)
+			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
 		}
 		f.tables[n] = t
 		f.until = max(f.until, t.lsn)

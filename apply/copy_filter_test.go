@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -91,7 +92,7 @@ func TestSnapshotVisible(t *testing.T) {
 // filterApplier is an applier with relations 1 (public.a), 2 (public.b)
 // and 3 (s.c), for the filter's tests.
 func filterApplier() *applier {
-	a := &applier{rels: newRelationCache(false)}
+	a := &applier{rels: relmap.NewCache(false)}
 	for i, n := range []relName{{"public", "a"}, {"public", "b"}, {"s", "c"}} {
 		a.rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.schema, Name: n.name})
 	}

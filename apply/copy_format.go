@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // copyTypesSQL reads a table's copied columns' types. $1 is the table
@@ -130,7 +131,7 @@ func (w *copyWorker) binaryCopy(ctx context.Context, t *copyTable) (bool, error)
 	text := textColumns(t, src, tgt)
 	if len(text) > 0 {
 		slices.Sort(text)
-		w.c.cfg.Logger.Debug().Str("relation", logRelation(t.schema, t.name)).Str("text_columns", strings.Join(text, ",")).
+		w.c.cfg.Logger.Debug().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Str("text_columns", strings.Join(text, ",")).
 			Msg("copying in text format: these columns' types differ between source and target or have no portable binary form")
 	}
 	return len(text) == 0, nil

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"strings"
 	"sync"
@@ -176,7 +177,7 @@ func (p *copyProgress) snapshot(done bool) CopyProgress {
 		RangesTotal: int(p.ranges.Load()), RangesDone: int(p.rangesDone.Load())}
 	p.runMu.Lock()
 	for t, c := range p.running {
-		s.Copying = append(s.Copying, TableCopyProgress{Table: logRelation(t.schema, t.name), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
+		s.Copying = append(s.Copying, TableCopyProgress{Table: sqlgen.LogRelation(t.schema, t.name), Rows: c.rows.Load(), Bytes: c.bytes.Load()})
 	}
 	p.runMu.Unlock()
 	slices.SortFunc(s.Copying, func(a, b TableCopyProgress) int { return strings.Compare(a.Table, b.Table) })

@@ -1,18 +1,46 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
-// defaultCopySplitSize is Config.CopySplitSize's default: tables above
-// 1 GiB are copied in ranges.
-const defaultCopySplitSize = 1 << 30
+// Config.CopySplitSize's defaults: with Config.Schema, tables above
+// 256 MiB are copied in ranges, otherwise tables above 1 GiB.
+//
+// Ranges keep a copy's workers busy to the end. A table copied whole is one
+// worker's job, and the copy takes at least as long as that table: issue
+// 20's benchmark (pgbench's accounts of 640 MB and a table of 1.05 GB)
+// copied each of its two big tables whole, one worker per table, the
+// smaller one's worker idle once it was done. Cut into ranges of at most
+// the split size (at least one per worker), shared out largest first
+// (planJobs), the workers finish within about one range of each other.
+//
+// But ranges cost CPU where the target table already has its indexes:
+// ranges of one table copied at once insert into the same index at
+// several places, and an index page that fills up anywhere but at the
+// index's right end is split in half, so the index grows by about 40% more
+// pages and the target spends about 20% more CPU (5 million rows of
+// pgbench's accounts with their primary key on PostgreSQL 18: 107 against
+// 150 MB, 6.0 against 7.3 s, two ranges against one COPY). On a machine
+// whose cores are all busy that CPU is what the copy waits for. So the
+// smaller size applies only with --schema, which builds the indexes after
+// the copy; without it, only tables above 1 GiB are split, as before.
+// (Either way a key range is read through the key's index, about a
+// quarter more source CPU per row than reading the table in order.)
+const (
+	defaultCopySplitSize   = 1 << 30
+	defaultSchemaSplitSize = 256 << 20
+)
 
 // copyMaxRanges bounds the ranges of one table.
 const copyMaxRanges = 1024
@@ -67,7 +95,7 @@ func (r *copyRange) cond() string {
 		if r.by == ctidColumn {
 			return "ctid " + op + " '(" + strconv.FormatInt(v, 10) + ",0)'::pg_catalog.tid"
 		}
-		return quoteIdent(r.by) + " " + op + " " + strconv.FormatInt(v, 10)
+		return sqlgen.QuoteIdent(r.by) + " " + op + " " + strconv.FormatInt(v, 10)
 	}
 	if r.lo != nil {
 		c = append(c, bound(">=", *r.lo))
@@ -91,13 +119,17 @@ const ctidColumn = "ctid"
 type copyJob struct {
 	t *copyTable
 	r *copyRange
+	// size is the job's share of the table's source relation size, in
+	// bytes (0 when it was not read: splitting is off); the jobs run
+	// largest first.
+	size int64
 }
 
 // markRangedCopies sets resetFirst on the tables that have ranges recorded
 // but are to be copied again: their rows on the target come from an
 // interrupted attempt and are emptied before the copy (not a reason to
 // refuse it, checkTargetTables).
-func markRangedCopies(ctx context.Context, q querier, applier string, tables []*copyTable) error {
+func markRangedCopies(ctx context.Context, q relmap.Querier, applier string, tables []*copyTable) error {
 	rows, err := q.Query(ctx, `SELECT DISTINCT schema_name, table_name FROM walapply.copy_ranges WHERE applier = $1`, applier)
 	if err != nil {
 		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
@@ -124,6 +156,8 @@ func (c *copier) splitSize() int64 {
 	switch s := c.cfg.CopySplitSize; {
 	case s < 0:
 		return 0
+	case s == 0 && c.cfg.Schema:
+		return defaultSchemaSplitSize
 	case s == 0:
 		return defaultCopySplitSize
 	default:
@@ -151,9 +185,10 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 	var jobs []copyJob
 	for _, t := range tables {
 		var ranges []*copyRange
+		var size int64
 		if w != nil {
 			var err error
-			if ranges, err = w.splitTable(ctx, t, split, workers); err != nil {
+			if ranges, size, err = w.splitTable(ctx, t, split, workers); err != nil {
 				return nil, err
 			}
 		}
@@ -163,16 +198,19 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			}
 		}
 		if len(ranges) == 0 {
-			jobs = append(jobs, copyJob{t: t})
+			jobs = append(jobs, copyJob{t: t, size: size})
 			continue
 		}
-		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
+		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
 			Msg("copying table in ranges")
 		c.prog.addRanges(len(ranges))
 		for _, r := range ranges {
-			jobs = append(jobs, copyJob{t: t, r: r})
+			jobs = append(jobs, copyJob{t: t, r: r, size: size / int64(len(ranges))})
 		}
 	}
+	// Largest first (the tables came in order of their row estimates,
+	// which puts many narrow rows before fewer wide ones of more bytes).
+	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.size, a.size) })
 	return jobs, nil
 }
 
@@ -186,16 +224,23 @@ const splitTableSQL = `SELECT pg_catalog.pg_relation_size(c.oid), pg_catalog.cur
 FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass`
 
 // splitTable cuts a table into ranges when it is bigger than split, in the
-// worker's snapshot; none when it is copied whole.
-func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, error) {
+// worker's snapshot; none when it is copied whole. It also returns the
+// table's size (0 for a partitioned one).
+func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, int64, error) {
 	if t.partitioned {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var size, blockSize int64
 	var key *string
 	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
-		return nil, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+		return nil, 0, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
 	}
+	rs, err := w.cutTable(ctx, t, size, blockSize, key, split, workers)
+	return rs, size, err
+}
+
+// cutTable makes splitTable's ranges.
+func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize int64, key *string, split int64, workers int) ([]*copyRange, error) {
 	if size <= split {
 		return nil, nil
 	}
@@ -204,7 +249,7 @@ func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, 
 	n = min(n, copyMaxRanges)
 	if key != nil {
 		var lo, hi *int64
-		q := "SELECT min(" + quoteIdent(*key) + ")::bigint, max(" + quoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
+		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
 		if err := w.src.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
 			return nil, fmt.Errorf("reading the key range of table %s on the source: %w", t, err)
 		}
@@ -299,7 +344,7 @@ func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyR
 		return fmt.Errorf("recording the ranges of table %s in walapply.copy_ranges on the target: %w", t, err)
 	}
 	if t.resetFirst {
-		c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
+		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
 			Msg("emptied table partly copied in ranges by an interrupted attempt: copying it again in the new snapshot")
 		t.resetFirst = false
 	}
@@ -360,12 +405,12 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying range %s of table %s: committing on the target: %w", r, t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
+	w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
 		Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied range")
 	w.c.prog.rangeDone(rows, pipe.rows)
 	if left == 0 {
-		w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
+		w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
 			Int("ranges", r.of).Msg("copied table")
 		w.c.prog.tableDone(t, tableRows, tableRows)
 	}

@@ -49,3 +49,21 @@ func TestRangeConditions(t *testing.T) {
 		t.Error("no bounds: want no ranges (the table is copied whole)")
 	}
 }
+
+// TestSplitSizeDefault: with Schema (indexes built after the copy),
+// tables above 256 MiB are copied in ranges, otherwise above 1 GiB, unless
+// told otherwise.
+func TestSplitSizeDefault(t *testing.T) {
+	for _, c := range []struct {
+		set    int64
+		schema bool
+		want   int64
+	}{
+		{0, false, 1 << 30}, {0, true, 256 << 20}, {-1, true, 0}, {-1, false, 0}, {64 << 20, false, 64 << 20}, {2 << 30, true, 2 << 30},
+	} {
+		cp := &copier{cfg: &Config{CopySplitSize: c.set, Schema: c.schema}}
+		if got := cp.splitSize(); got != c.want {
+			t.Errorf("CopySplitSize %d, Schema %v: splitSize() = %d, want %d", c.set, c.schema, got, c.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/secret"
 )
 
@@ -35,7 +36,7 @@ type SequenceValue struct {
 }
 
 // String names the sequence, quoted and schema-qualified.
-func (v SequenceValue) String() string { return quoteQualified(v.Schema, v.Name) }
+func (v SequenceValue) String() string { return sqlgen.QuoteQualified(v.Schema, v.Name) }
 
 // ErrSequencesMissing is wrapped by the error of SyncSequences when
 // sequences of the source do not exist on the target.

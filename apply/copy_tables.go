@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // copyTable is one published table to copy.
@@ -26,7 +28,7 @@ type copyTable struct {
 	resetFirst bool
 }
 
-func (t *copyTable) String() string { return quoteQualified(t.schema, t.name) }
+func (t *copyTable) String() string { return sqlgen.QuoteQualified(t.schema, t.name) }
 
 // fromItem is the FROM item that reads exactly this table's rows: ONLY for a
 // plain table, whose inheritance children are published (and copied) as
@@ -42,7 +44,7 @@ func fromItem(name string, partitioned bool) string {
 func quoteList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = quoteIdent(c)
+		q[i] = sqlgen.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }
@@ -200,7 +202,7 @@ LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND N
 // target with every published column and that the tables to copy are
 // empty, and works out the columns to copy. It reports every problem at
 // once, as a permanent *CopyCheckError.
-func checkTargetTables(ctx context.Context, q querier, tables, todo []*copyTable) error {
+func checkTargetTables(ctx context.Context, q relmap.Querier, tables, todo []*copyTable) error {
 	schemas := make([]string, len(tables))
 	names := make([]string, len(tables))
 	for i, t := range tables {
@@ -243,7 +245,7 @@ func checkTargetTables(ctx context.Context, q querier, tables, todo []*copyTable
 			gen, ok := generated[i][c]
 			switch {
 			case !ok:
-				e.MissingColumns[t.String()] = append(e.MissingColumns[t.String()], quoteIdent(c))
+				e.MissingColumns[t.String()] = append(e.MissingColumns[t.String()], sqlgen.QuoteIdent(c))
 			case !gen:
 				t.copyCols = append(t.copyCols, c)
 			}
@@ -276,7 +278,7 @@ func checkTargetTables(ctx context.Context, q querier, tables, todo []*copyTable
 }
 
 // targetEmpty reports whether a target table holds no rows.
-func targetEmpty(ctx context.Context, q querier, t *copyTable) (bool, error) {
+func targetEmpty(ctx context.Context, q relmap.Querier, t *copyTable) (bool, error) {
 	rows, err := q.Query(ctx, "SELECT 1 FROM "+fromItem(t.String(), t.targetPartitioned)+" LIMIT 1")
 	if err != nil {
 		return false, fmt.Errorf("checking that target table %s is empty: %w", t, err)

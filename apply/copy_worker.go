@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -274,7 +275,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
+	w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
 	w.c.prog.tableDone(t, rows, pipe.rows)
 	return nil

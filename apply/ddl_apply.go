@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
 	"github.com/walapply/walapply/protocol"
 )
@@ -47,6 +51,8 @@ type ddlState struct {
 	dropped    []*ddl.Message
 	droppedXid uint32
 	cfg        *Config // to reach the source (verify)
+	queries    map[string]*ddlString
+	src        *pgx.Conn // sourceConn's
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool
@@ -102,6 +108,14 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		drops = nil // (a statement's drop and command messages share its transaction)
 	}
 	d.dropped = nil
+	if msg.Seq > 0 {
+		if err := a.countEvent(ctx, msg); err != nil {
+			return a.fail(ctx, err)
+		}
+	}
+	if msg.Mark {
+		return nil // counted only (temporary objects, or nothing done)
+	}
 	for _, o := range msg.Objects {
 		if o.Tag == "GRANT" || o.Tag == "REVOKE" {
 			a.log.Info().Str("statement", msg.Query).Stringer("lsn", m.LSN).Msg("captured GRANT or REVOKE: privileges are not replayed (roles are not replicated): skipped")
@@ -114,12 +128,16 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		// Signed by the capture? Asked only of what would run.
 		var ok bool
 		if ok, drops, err = a.verifyDDL(ctx, msg, drops); err == nil && !ok {
-			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign (emitted by some role with pg_logical_emit_message): skipped")
+			logged.Warn().Msg("a walapply.ddl message that the source's DDL capture did not sign in this transaction (emitted by some role with pg_logical_emit_message): skipped")
 			return nil
 		}
 		if err == nil {
 			tables, created, err = a.ddlTables(ctx, msg, drops)
 		}
+	}
+	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
+		de.LSN = m.LSN // (checkCount's)
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)
@@ -128,7 +146,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		logged.Info().Msg("captured DDL touches no published table: skipped")
 		return nil
 	}
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: quoteQualified(tables[0].schema, tables[0].name)}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name)}
 	stmt, err := msg.Statement()
 	if err != nil {
 		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
@@ -147,7 +165,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
-	if failed, err := a.sess.flush(ctx); err != nil {
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()
@@ -172,13 +190,13 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 // source's search_path, then the session's own again; tables created by
 // it are recorded in walapply.copy_state.
 func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
 		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
 	}
-	if err := a.sess.exec(ctx, stmt); err != nil {
+	if err := a.sess.Exec(ctx, stmt); err != nil {
 		return err
 	}
-	if err := a.sess.exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
+	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)"); err != nil {
 		return err
 	}
 	if len(created) > 0 && a.name != "" {
@@ -188,7 +206,7 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 		for _, n := range created {
 			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+tableExisting+"', true)")
 		}
-		if err := a.sess.exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
+		if err := a.sess.Exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
 			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {
 			return fmt.Errorf("recording the created table(s) in walapply.copy_state: %w", err)
 		}
@@ -263,14 +281,14 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 // open target transaction holds DDL, which may have created the index.
 func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.TableName, bool, error) {
 	var t ddl.TableName
-	var q querier
+	var q relmap.Querier
 	if a.catalog != nil && !a.ddlUncommitted() {
 		q = a.catalog
-	} else if qc, ok := a.sess.catalog().(queryCatalog); ok {
+	} else if qc, ok := a.sess.Catalog().(pipeline.QueryCatalog); ok {
 		if err := a.Settle(ctx); err != nil {
 			return t, false, err
 		}
-		q = qc.q
+		q = qc.Q
 	} else {
 		return t, false, nil
 	}
@@ -279,7 +297,7 @@ func (a *applier) indexTable(ctx context.Context, schema, name string) (ddl.Tabl
 		JOIN pg_catalog.pg_class t ON t.oid = i.indrelid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name)
 	if err != nil {
-		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", quoteQualified(schema, name), err)
+		return t, false, fmt.Errorf("looking up the table of index %s on the target: %w", sqlgen.QuoteQualified(schema, name), err)
 	}
 	defer rows.Close()
 	found := false
@@ -299,14 +317,14 @@ func (a *applier) forgetRelations(ctx context.Context) {
 	var names []string
 	for _, e := range a.rels.Rels {
 		for _, sd := range e.Stmts {
-			names = append(names, "DEALLOCATE "+quoteIdent(sd.Name))
+			names = append(names, "DEALLOCATE "+sqlgen.QuoteIdent(sd.Name))
 		}
-		a.rels.Rels[e.Rel.RelationID] = &relEntry{Rel: e.Rel}
+		a.rels.Rels[e.Rel.RelationID] = &relmap.Entry{Rel: e.Rel}
 	}
 	if len(names) > 0 {
 		// Statements no longer used; a failure here only leaves them
 		// prepared until the session ends.
-		if err := a.sess.exec(ctx, strings.Join(names, "; ")); err != nil {
+		if err := a.sess.Exec(ctx, strings.Join(names, "; ")); err != nil {
 			a.log.Debug().Err(err).Msg("deallocating prepared statements after DDL")
 		}
 	}

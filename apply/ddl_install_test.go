@@ -66,13 +66,25 @@ func TestDDLInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.run(src, `COMMIT`, `RESET ROLE`)
+		// A message signed by the capture's key, but in another
+		// transaction than its own (as a copy of a genuine one would be):
+		// skipped too.
+		replayed := `{"v":2,"kind":"command","xid":3,"seq":1,"query":"ALTER TABLE t ADD COLUMN replayed int","objects":[{"type":"table","schema":"public","identity":"public.t","tag":"ALTER TABLE","table":["public","t","r"]}]}`
+		h.run(src, `BEGIN`, `INSERT INTO t VALUES (2)`)
+		if _, err := src.Exec(h.ctx, `SELECT pg_logical_emit_message(true, 'walapply.ddl', walapply_ddl.sign($1) || $1)::text`, replayed); err != nil {
+			t.Fatal(err)
+		}
+		h.run(src, `COMMIT`)
 		h.waitCaughtUp("islot", time.Minute)
 		if !h.hasColumn(false, "t", "c") {
 			t.Errorf("the DDL was not applied")
 		}
-		h.expect("SELECT id::text FROM t", "1")
-		if logs.count("did not sign") != 1 {
-			t.Errorf("the forged message was not logged as skipped")
+		if h.hasColumn(false, "t", "replayed") {
+			t.Errorf("a signed message of another transaction was applied")
+		}
+		h.expect("SELECT id::text FROM t ORDER BY id", "1", "2")
+		if n := logs.count("did not sign"); n != 2 {
+			t.Errorf("%d messages logged as not signed, want 2 (the forged one, the one of another transaction)", n)
 		}
 		if err := stop(); err != nil {
 			t.Fatal(err)

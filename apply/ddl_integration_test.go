@@ -296,8 +296,12 @@ func TestDDLRefused(t *testing.T) {
 		h.createSlot("rslot")
 		src := h.conn(true)
 		for i, c := range []struct{ source, target, want string }{
-			{`ALTER TABLE t ADD COLUMN a int; ALTER TABLE t ADD COLUMN b int`, `ALTER TABLE t ADD COLUMN a int, ADD COLUMN b int`, "more than one DDL statement"},
+			{`BEGIN; ALTER TABLE t ADD COLUMN z int; ROLLBACK; ALTER TABLE t ADD COLUMN a int; ALTER TABLE t ADD COLUMN b int`, `ALTER TABLE t ADD COLUMN a int, ADD COLUMN b int`, "several DDL statements and a ROLLBACK"},
 			{`DO $$BEGIN EXECUTE 'ALTER TABLE t ADD COLUMN c int'; END$$`, `ALTER TABLE t ADD COLUMN c int`, "DO block"},
+			// Any role may set the capture's count back: the second event
+			// would be numbered 1 and run the first statement again.
+			{`ALTER TABLE t ADD COLUMN IF NOT EXISTS d int; SELECT set_config('walapply_ddl.seq', '', false); ALTER TABLE t ADD COLUMN e int`,
+				`ALTER TABLE t ADD COLUMN d int, ADD COLUMN e int`, "numbered 1, then 1"},
 		} {
 			if _, err := src.PgConn().Exec(h.ctx, c.source).ReadAll(); err != nil { // simple protocol
 				t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walapply/walapply/internal/ddl"
 )
 
@@ -20,55 +22,96 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	if p, ok := d.oids[oid]; ok {
 		return p, nil
 	}
-	src, err := connectSource(ctx, d.cfg, "ddl")
+	src, err := d.sourceConn(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
 	var p bool
 	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p, pg_catalog.pg_get_publication_tables(p.pubname) t
 		WHERE p.pubname = ANY ($1) AND t.relid = $2)`, d.cfg.Publications, oid).Scan(&p); err != nil {
+		d.closeSource(ctx)
 		return false, fmt.Errorf("asking the source whether table OID %d is published (--ddl): %w", oid, err)
 	}
 	d.oids[oid] = p
 	return p, nil
 }
 
-// verifyDDL asks the source whether the capture signed msg, and returns
-// the drop messages it signed (ddl.Install): a plain connection of its
-// own, for the statement only (DDL is rare; the replication connection is
-// streaming).
+// verifyDDL asks the source whether the capture signed msg in this
+// transaction, and returns the drop messages it signed (ddl.Install).
 func (a *applier) verifyDDL(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (bool, []*ddl.Message, error) {
 	all := append([]*ddl.Message{msg}, drops...)
+	xids := make([]uint32, len(all))
+	for i := range xids {
+		xids[i] = a.txn.xid
+	}
+	st := a.ddl.queries[msg.Key]
+	if st != nil {
+		for _, p := range st.pending {
+			all, xids = append(all, p.m), append(xids, p.xid)
+		}
+	}
 	bodies, sigs := make([]string, len(all)), make([]string, len(all))
 	for i, m := range all {
 		bodies[i], sigs[i] = m.Body, m.Sig
 	}
-	src, err := connectSource(ctx, a.ddl.cfg, "ddl")
+	src, err := a.ddl.sourceConn(ctx)
 	if err != nil {
 		return false, nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
 	var oks []bool
 	if err := src.QueryRow(ctx, `SELECT array_agg(walapply_ddl.verify(b, s) ORDER BY n) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(b, s, n)`, bodies, sigs).Scan(&oks); err != nil {
+		a.ddl.closeSource(ctx)
 		return false, nil, fmt.Errorf("verifying a captured DDL statement on the source: %w", err)
+	}
+	for i, m := range all {
+		// Signed, and in the transaction it was made in: a genuine
+		// message copied into another transaction names the first.
+		oks[i] = oks[i] && m.Xid == xids[i]
+	}
+	if err := a.ddl.checkCount(st, msg, oks[1+len(drops):]); err != nil {
+		return false, nil, err
 	}
 	var signed []*ddl.Message
 	for i, m := range drops {
 		if oks[i+1] {
 			signed = append(signed, m)
 		} else {
-			a.log.Warn().Stringer("lsn", a.txn.finalLSN).Msg("a walapply.ddl drop message that the source's DDL capture did not sign: ignored")
+			a.log.Warn().Stringer("lsn", a.txn.finalLSN).Msg("a walapply.ddl drop message that the source's DDL capture did not sign in this transaction: ignored")
 		}
 	}
 	return oks[0], signed, nil
+}
+
+// sourceConn returns the session's plain connection to the source for
+// --ddl's questions (verifyDDL, publishedOID), made at the first one: the
+// replication connection is streaming. DDL is rare; the connection is
+// kept for the session and closed with it (close), or after a failed
+// question.
+func (d *ddlState) sourceConn(ctx context.Context) (*pgx.Conn, error) {
+	if d.src != nil && !d.src.IsClosed() {
+		return d.src, nil
+	}
+	src, err := connectSource(ctx, d.cfg, "ddl")
+	if err != nil {
+		return nil, err
+	}
+	d.src = src
+	return src, nil
+}
+
+// closeSource closes the connection of sourceConn, if any.
+func (d *ddlState) closeSource(ctx context.Context) {
+	if d != nil && d.src != nil {
+		_ = d.src.Close(context.WithoutCancel(ctx))
+		d.src = nil
+	}
 }
 
 // ddlPublications reads, through the source's replication connection,
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg}
+	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg, queries: map[string]*ddlString{}}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = quoteLiteral(p)
@@ -108,4 +151,94 @@ func checkDDL(ctx context.Context, s *session, f *preflightFacts) ([]error, erro
 		return []error{fmt.Errorf("--ddl: %w", err)}, nil
 	}
 	return nil, err
+}
+
+// ddlString is what the session has seen of the DDL events of one client
+// query string (ddl.Message.Key): the capture numbers them (Seq) with a
+// count kept in a session setting, which any role may set, so the
+// capture signs its value, and a role can only set it back (to none, or
+// to an earlier value of its own string). Then an event repeats a number,
+// and the statement run for it would be another than the one that fired.
+// So the events of a string, also the marks of those that are not
+// replicated, must come numbered one after the other: checked at each
+// statement that runs, over those seen since the last, verified with it.
+// The first event seen of a string may have any number (the session may
+// have started in its middle). The session remembers the last
+// maxDDLStrings strings.
+type ddlString struct {
+	last    int            // the last verified number; 0: none yet
+	pending []pendingEvent // seen since, not verified
+}
+
+// pendingEvent is a counted event and the xid of the transaction it came in.
+type pendingEvent struct {
+	m   *ddl.Message
+	xid uint32
+}
+
+const maxDDLStrings = 4096
+
+// countEvent records a counted event of a query string; many of them
+// are verified at once (a string of many statements on other tables).
+func (a *applier) countEvent(ctx context.Context, m *ddl.Message) error {
+	d := a.ddl
+	if m.Key == "" {
+		return nil
+	}
+	st := d.queries[m.Key]
+	if st == nil {
+		if len(d.queries) >= maxDDLStrings {
+			clear(d.queries)
+		}
+		st = &ddlString{}
+		d.queries[m.Key] = st
+	}
+	st.pending = append(st.pending, pendingEvent{m, a.txn.xid})
+	if len(st.pending) < 16 {
+		return nil
+	}
+	src, err := d.sourceConn(ctx)
+	if err != nil {
+		return err
+	}
+	bodies, sigs := make([]string, len(st.pending)), make([]string, len(st.pending))
+	for i, p := range st.pending {
+		bodies[i], sigs[i] = p.m.Body, p.m.Sig
+	}
+	var oks []bool
+	if err := src.QueryRow(ctx, `SELECT array_agg(walapply_ddl.verify(b, s) ORDER BY n) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(b, s, n)`, bodies, sigs).Scan(&oks); err != nil {
+		d.closeSource(ctx)
+		return fmt.Errorf("verifying captured DDL events on the source: %w", err)
+	}
+	for i, p := range st.pending {
+		oks[i] = oks[i] && p.m.Xid == p.xid
+	}
+	if err := d.checkCount(st, m, oks); err != nil {
+		var de *DDLError
+		if errors.As(err, &de) {
+			de.LSN = a.txn.finalLSN
+		}
+		return &PermanentError{err}
+	}
+	return nil
+}
+
+// checkCount checks the numbers of a string's events seen since its last
+// verified one (st.pending), now verified (ok): those the capture signed
+// must follow each other.
+func (d *ddlState) checkCount(st *ddlString, msg *ddl.Message, ok []bool) error {
+	if st == nil {
+		return nil
+	}
+	for i, p := range st.pending {
+		if !ok[i] {
+			continue // forged: not an event
+		}
+		if st.last != 0 && p.m.Seq != st.last+1 {
+			return &DDLError{Statement: msg.Query, Err: fmt.Errorf("%w: its query string's DDL events are numbered %d, then %d (the capture's count in the source session was set back, or the string rolled back DDL)", ddl.ErrMismatch, st.last, p.m.Seq)}
+		}
+		st.last = p.m.Seq
+	}
+	st.pending = st.pending[:0]
+	return nil
 }

@@ -48,26 +48,31 @@
 // are reduced to their net effect per row (internal/compact), and each
 // table's net inserts, updates and deletes become one statement each whose
 // rows arrive as binary text[] parameters (internal/compact/rows.go),
-// except a long run of inserts, which goes as one COPY (target_copy.go):
-// the target then writes rows to the heap many at a time, and an inserted
-// row costs it about a third less; the rows of an update or delete come in
-// key order (internal/compact/order.go), so the target's index lookups stay
-// on neighbouring pages. Groups and write-outs
+// except a long run of inserts, which goes as one COPY
+// (internal/pipeline/copy.go): the target then writes rows to the heap many
+// at a time, and an inserted row costs it about a third less; the rows of
+// an update or delete come in key order (internal/compact/order.go), so the
+// target's index lookups stay on neighbouring pages. Groups and write-outs
 // are large (10,000 transactions, 20,000 rows), since the cost that remains
 // is per statement, and target connections use generic plans
 // (plan_cache_mode), so a statement is planned once, not at every
 // execution. The target executes one batch while the next is received and
-// built (target.go, one-deep pipelining); nothing on the hot path may wait
-// for the target without need: new statements are prepared between
+// built (internal/pipeline, one-deep pipelining); nothing on the hot path
+// may wait for the target without need: new statements are prepared between
 // batches, catalog lookups use the control connection, and a quiet stream
 // commits the open group without waiting for its result. The receive loop
 // keeps one context for the session and moves only a socket deadline
 // (loop.go): a context per message cost more than receiving it; and the
 // replication connection keeps the walsender's TCP window closed while the
-// walsender is behind (on loopback a small receive buffer; a pause of at
-// most 1 ms after a read that emptied the socket; protocol/coalesce.go),
-// because every send into an open window is a segment of its own, and on
-// loopback the sending side pays for each.
+// walsender is behind (on loopback a small receive buffer; after a read
+// that emptied the socket, a wait of at most 1 ms for a window's worth,
+// spent in one ppoll(2) with the socket's low-water mark raised rather than
+// on a Go timer; protocol/coalesce.go), because every send into an open
+// window is a segment of its own, and on loopback the sending side pays for
+// each. That holds on a busy machine too (issue 17): without the pause, or
+// with a large receive buffer, the walsender spent up to three times the
+// CPU; and waiting in the kernel stopped the Go poller's wake-up per
+// arriving segment, which had cost walapply up to half its CPU.
 //
 // Where the time goes, on two cores: the walsender, walapply and the target
 // backend share them, and on a backlog all three are busy, so CPU saved
@@ -98,7 +103,7 @@
 // it checks the framing (transactions, stream blocks, prepared transactions)
 // and says what the message means (an event). applier acts on events against
 // a target (applier_target.go: the small interface it needs of the applying
-// connection, and tableCatalog for table lookups) and returns what each step
+// connection, and relmap.Catalog for table lookups) and returns what each step
 // did to transactions (an outcome); Run is the loop around both that owns
 // the connections. The engine's decisions are tested without a server:
 // TestTranscripts feeds messages to the applier over a recording fake
@@ -112,12 +117,12 @@
 //   - statement: SQL queued for the target (one per change, or one per
 //     table and kind after compaction, or one COPY).
 //   - batch: the statements sent to the target in one round trip
-//     (targetSession). At most one batch is in flight; the next is built
+//     (pipeline.Session). At most one batch is in flight; the next is built
 //     while the target executes it.
 //   - send: write the queued statements as a batch without waiting
-//     (sendAsync). drain: read the results of the batch in flight. flush:
+//     (SendAsync). drain: read the results of the batch in flight. flush:
 //     send and drain, so that the target has executed everything queued
-//     (targetSession.flush, for a batch that is full or must be known
+//     (pipeline.Session.Flush, for a batch that is full or must be known
 //     done, e.g. PREPARE TRANSACTION).
 //   - settle: drain and record the commits the batch carried as applied
 //     (applier.Settle). A commit counts as applied only once settled.
@@ -141,8 +146,8 @@
 //     alreadyApplied; such a transaction is skipped.
 //   - session: a run's connections from connect to the first error
 //     (session, run.go); the target session is the applying connection
-//     (targetSession, target.go), whose replication origin is set up on
-//     it (state.SessionSetup).
+//     (pipeline.Session), whose replication origin is set up on it
+//     (state.SessionSetup).
 //
 // # Files
 //
@@ -150,25 +155,34 @@
 //     feedback, outcome tracking), keepalive.go, lease.go (one process per
 //     applier), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: txn.go (txnMachine, message framing), applier.go (Handle,
-//     commit, failure), group.go (group commit), skip.go (--skip-lsn),
-//     origin_filter.go, conflict.go, rewind.go (the origin moved back after
-//     a failed COMMIT or PREPARE).
-//   - The target: applier_target.go (target and tableCatalog, what the
-//     applier needs), target.go (the pipelined session, the real target),
-//     target_calls.go (its calls outside a batch), target_copy.go (COPY
-//     in a batch), statements.go (a change's prepared statement),
+//   - Deciding: txn.go (txnMachine, message framing), applier.go (the
+//     applier and Handle's dispatch), applier_commit.go (commit, Settle,
+//     applied and skipped), applier_fail.go (a failed transaction rolled
+//     back, Abandon), changes.go (a change queued as its statement),
+//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
+//     conflict.go (kinds, policies, ConflictError, logging),
+//     conflict_sql.go (the self-recording statements), rewind.go (the
+//     origin moved back after a failed COMMIT or PREPARE).
+//   - The target: applier_target.go (target and relmap.Catalog, what the
+//     applier needs; controlCatalog), statements.go (a change's prepared
+//     statement), compact_copy.go (a run of net inserts encoded for COPY),
 //     relcache.go (applier.relation), registry.go (the walapply schema),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go,
 //     errdetail.go, valuecheck.go (which column a rejected value is in).
-//   - Compaction: compact_write.go (write-out), compact_apply.go (which
-//     tables compact; rows packed into array parameters).
-//   - Packages under internal/ (no cycles between them and apply): sqlgen
+//   - Compaction: compact_write.go (write-out, the inserts),
+//     compact_keyed.go (the multi-row UPDATE and DELETE by key),
+//     compact_apply.go (which tables compact; rows packed into array
+//     parameters).
+//   - Packages under internal/ (no cycles between them and apply): pipeline
+//     (the target session, the real target: pipeline.Session queues
+//     statements, sends one batch while the next is built, COPY in a batch
+//     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op
+//     and pipeline.Stmt, the bookkeeping shared with the fake), sqlgen
 //     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
 //     locator), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks). internal_aliases.go keeps
-//     their old names in apply while other branches merge (transitional).
+//     order, multi-row row sources and chunks); apply calls them by their
+//     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
@@ -176,7 +190,8 @@
 //     stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
-//   - Initial copy and tables published later: copy.go, copy_tables.go,
+//   - Initial copy and tables published later: copy.go, copy_plan.go
+//     (what a start does about the copy), copy_tables.go,
 //     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
 //     refresh.go, refresh_state.go, refresh_sync.go.
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is

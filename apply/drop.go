@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -264,8 +265,8 @@ func (f *dropFacts) dropTarget(ctx context.Context, conn *pgx.Conn, rep *DropRep
 			if t.Table == "walapply.appliers" {
 				col = "name"
 			}
-			table := quoteQualified("walapply", strings.TrimPrefix(t.Table, "walapply."))
-			if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE "+quoteIdent(col)+" = $1", f.name); err != nil {
+			table := sqlgen.QuoteQualified("walapply", strings.TrimPrefix(t.Table, "walapply."))
+			if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE "+sqlgen.QuoteIdent(col)+" = $1", f.name); err != nil {
 				return fmt.Errorf("%s: %w", t.Table, err)
 			}
 		}

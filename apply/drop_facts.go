@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/twophase"
 )
 
@@ -96,7 +97,7 @@ func countApplierRows(ctx context.Context, conn *pgx.Conn, name string) ([]Table
 			col = "name"
 		}
 		var n int64
-		q := "SELECT count(*) FROM " + quoteQualified("walapply", t) + " WHERE " + quoteIdent(col) + " = $1"
+		q := "SELECT count(*) FROM " + sqlgen.QuoteQualified("walapply", t) + " WHERE " + sqlgen.QuoteIdent(col) + " = $1"
 		if err := conn.QueryRow(ctx, q, name).Scan(&n); err != nil {
 			return nil, fmt.Errorf("counting applier %q's rows in walapply.%s on the target: %w", name, t, err)
 		}

@@ -19,7 +19,7 @@ import (
 //
 // One statement per change allocates nothing per change. Compaction keeps
 // a net row per key (internal/compact): a row it has not seen in the group costs
-// its map key, its netRow and its image (3); an update merged into a row
+// its map key, its compact.Row and its image (3); an update merged into a row
 // and a delete that cancels an insert cost nothing. A commit allocates
 // (the commit mark and the origin advance's two text parameters), once per
 // target transaction, not per change.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -93,14 +95,14 @@ func fakeCopyData(data []byte) string {
 	return strings.TrimSuffix(string(data), "\n")
 }
 
-// fakeCatalog is a tableCatalog of tables declared by the test: each has
+// fakeCatalog is a relmap.Catalog of tables declared by the test: each has
 // the columns of its source relation, of the types named in fakeTypeNames, and
 // one unique index, on the relation's key columns (none without a key).
 type fakeCatalog struct {
-	tables map[string]*targetTable
+	tables map[string]*relmap.Table
 }
 
-func newFakeCatalog() *fakeCatalog { return &fakeCatalog{tables: map[string]*targetTable{}} }
+func newFakeCatalog() *fakeCatalog { return &fakeCatalog{tables: map[string]*relmap.Table{}} }
 
 // fakeTypeNames are the types the transcripts use.
 var fakeTypeNames = map[uint32]string{16: "boolean", 20: "bigint", 23: "integer", 25: "text", 114: "json", 1043: "character varying", 17: "bytea"}
@@ -109,14 +111,14 @@ var fakeTypeNames = map[uint32]string{16: "boolean", 20: "bigint", 23: "integer"
 var fakeArrayTypes = map[uint32]uint32{16: 1000, 20: 1016, 23: 1007, 25: 1009, 114: 199, 1043: 1015, 17: 1001}
 
 // addRelation declares rel's target table.
-func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
-	schema := sourceSchema(rel.Namespace)
-	t := &targetTable{OID: rel.RelationID, Schema: schema, Name: rel.Name, Quoted: quoteQualified(schema, rel.Name),
+func (c *fakeCatalog) addRelation(rel *protocol.Relation) *relmap.Table {
+	schema := relmap.SourceSchema(rel.Namespace)
+	t := &relmap.Table{OID: rel.RelationID, Schema: schema, Name: rel.Name, Quoted: sqlgen.QuoteQualified(schema, rel.Name),
 		ByName: map[string]int{}, UniqueCols: map[string]bool{}}
 	for _, col := range rel.Columns {
 		name := fakeTypeNames[col.TypeOID]
 		t.ByName[col.Name] = len(t.Columns)
-		t.Columns = append(t.Columns, targetColumn{Name: col.Name, TypeOID: col.TypeOID, TypeName: name, CastType: name,
+		t.Columns = append(t.Columns, relmap.Column{Name: col.Name, TypeOID: col.TypeOID, TypeName: name, CastType: name,
 			ArrayOID: fakeArrayTypes[col.TypeOID], HasEq: col.TypeOID != 114})
 		if col.IsKey() && rel.ReplicaIdentity != protocol.ReplicaIdentityFull {
 			t.UniqueCols[col.Name] = true
@@ -127,7 +129,7 @@ func (c *fakeCatalog) addRelation(rel *protocol.Relation) *targetTable {
 	return t
 }
 
-func (c *fakeCatalog) LookupTable(ctx context.Context, schema, name string) (*targetTable, bool, error) {
+func (c *fakeCatalog) LookupTable(ctx context.Context, schema, name string) (*relmap.Table, bool, error) {
 	t, ok := c.tables[schema+"."+name]
 	return t, ok, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -22,10 +24,10 @@ import (
 // it should, unless failAt names the statement (counted from 1 over the
 // fake's life) that fails with failCode, or missAt one that changes none.
 //
-// It differs from targetSession in one way the applier cannot see:
+// It differs from pipeline.Session in one way the applier cannot see:
 // statementFor prepares at once even with a batch in flight.
 type fakeTarget struct {
-	stmtQueue
+	pipeline.StmtQueue
 	log []string
 
 	seq      int      // prepared statements, named s1, s2, ...
@@ -44,22 +46,22 @@ type fakeTarget struct {
 	tables *fakeCatalog
 
 	// quiet: nothing is rendered or logged (TestAllocs); the queues are
-	// reused as targetSession reuses its own.
+	// reused as pipeline.Session reuses its own.
 	quiet bool
 	spare fakeBatch
 	tags  map[int64]pgconn.CommandTag
 }
 
 type fakeBatch struct {
-	queued []queuedStmt
+	queued []pipeline.Stmt
 	keys   []byte
 	lines  []string
-	mark   *commitMark
+	mark   *pipeline.CommitMark
 }
 
 func newFakeTarget() *fakeTarget {
 	f := &fakeTarget{prepared: map[string]bool{}, tables: newFakeCatalog()}
-	f.xactSetup = &pgconn.StatementDescription{Name: "origin_advance", SQL: state.XactSetupSQL}
+	f.XactSetup = &pgconn.StatementDescription{Name: "origin_advance", SQL: state.XactSetupSQL}
 	return f
 }
 
@@ -74,91 +76,91 @@ func (f *fakeTarget) take() []string {
 	return l
 }
 
-func (f *fakeTarget) queue() *stmtQueue { return &f.stmtQueue }
+func (f *fakeTarget) Queue() *pipeline.StmtQueue { return &f.StmtQueue }
 
-func (f *fakeTarget) begin() {
-	f.firstLSN = f.txnLSN
-	f.queueSQL(opBegin, nil, "BEGIN")
-	f.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
+func (f *fakeTarget) Begin() {
+	f.FirstLSN = f.TxnLSN
+	f.QueueSQL(pipeline.OpBegin, nil, "BEGIN")
+	f.QueueSQL(pipeline.OpBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
 }
 
-func (f *fakeTarget) add(q queuedStmt, line string) {
-	f.queued = append(f.queued, q)
+func (f *fakeTarget) add(q pipeline.Stmt, line string) {
+	f.Queued = append(f.Queued, q)
 	if !f.quiet {
 		f.lines = append(f.lines, line)
 	}
 }
 
-func (f *fakeTarget) queueSQL(op opKind, rel *relEntry, sql string) {
-	f.add(queuedStmt{op: op, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql)
+func (f *fakeTarget) QueueSQL(op pipeline.Op, rel *relmap.Entry, sql string) {
+	f.add(pipeline.Stmt{Op: op, Rel: rel, Xid: f.TxnXid, CommitLSN: f.TxnLSN, FirstLSN: f.FirstLSN}, sql)
 	f.bytes += len(sql)
 }
 
-func (f *fakeTarget) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
+func (f *fakeTarget) QueueStmt(op pipeline.Op, rel *relmap.Entry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
 	line := ""
 	if !f.quiet {
 		line = sd.Name + fakeParams(params, formats)
 	}
-	f.add(queuedStmt{op: op, rel: rel, sql: sd.SQL, keyStart: keyStart, keyEnd: keyEnd, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, line)
+	f.add(pipeline.Stmt{Op: op, Rel: rel, SQL: sd.SQL, KeyStart: keyStart, KeyEnd: keyEnd, Xid: f.TxnXid, CommitLSN: f.TxnLSN, FirstLSN: f.FirstLSN}, line)
 	for _, p := range params {
 		f.bytes += len(p) + 8
 	}
 }
 
-func (f *fakeTarget) queueExec(q queuedStmt, sql string, params [][]byte, oids []uint32, formats []int16) {
+func (f *fakeTarget) QueueExec(q pipeline.Stmt, sql string, params [][]byte, oids []uint32, formats []int16) {
 	f.add(q, sql+" "+fakeParams(params, formats))
 }
 
-func (f *fakeTarget) queueCopy(rel *relEntry, sql string, data []byte) {
-	f.add(queuedStmt{op: opCopy, rel: rel, xid: f.txnXid, commitLSN: f.txnLSN, firstLSN: f.firstLSN}, sql+"\n"+fakeCopyData(data))
+func (f *fakeTarget) QueueCopy(rel *relmap.Entry, sql string, data []byte) {
+	f.add(pipeline.Stmt{Op: pipeline.OpCopy, Rel: rel, Xid: f.TxnXid, CommitLSN: f.TxnLSN, FirstLSN: f.FirstLSN}, sql+"\n"+fakeCopyData(data))
 	f.bytes += len(data)
 }
 
-func (f *fakeTarget) full() bool {
-	return len(f.queued) >= maxBatchStatements || f.bytes >= maxBatchBytes
+func (f *fakeTarget) Full() bool {
+	return len(f.Queued) >= pipeline.MaxBatchStatements || f.bytes >= pipeline.MaxBatchBytes
 }
 
-func (f *fakeTarget) busy() bool { return f.flying != nil }
+func (f *fakeTarget) Busy() bool { return f.flying != nil }
 
-func (f *fakeTarget) send(mark *commitMark) {
+func (f *fakeTarget) send(mark *pipeline.CommitMark) {
 	if f.quiet {
 		spareQueued, spareKeys := f.spare.queued[:0], f.spare.keys[:0]
-		f.spare = fakeBatch{queued: f.queued, keys: f.keys, mark: mark}
+		f.spare = fakeBatch{queued: f.Queued, keys: f.Keys, mark: mark}
 		f.flying = &f.spare
-		f.queued, f.keys, f.bytes = spareQueued, spareKeys, 0
+		f.Queued, f.Keys, f.bytes = spareQueued, spareKeys, 0
 		return
 	}
-	b := &fakeBatch{queued: f.queued, keys: f.keys, lines: f.lines, mark: mark}
+	b := &fakeBatch{queued: f.Queued, keys: f.Keys, lines: f.lines, mark: mark}
 	f.logf("send")
 	for _, l := range f.lines {
 		f.logf("  %s", strings.ReplaceAll(l, "\n", "\n    "))
 	}
 	if mark != nil {
-		f.logf("  (commits %s, %d txn)", mark.end, mark.count)
+		f.logf("  (commits %s, %d txn)", mark.End, mark.Count)
 	}
 	f.flying = b
-	f.queued, f.keys, f.lines, f.bytes = nil, nil, nil, 0
+	f.Queued, f.Keys, f.lines, f.bytes = nil, nil, nil, 0
 }
 
-func (f *fakeTarget) sendAsync(ctx context.Context, mark *commitMark) (*queuedStmt, error) {
-	if q, err := f.drain(ctx); err != nil {
+func (f *fakeTarget) SendAsync(ctx context.Context, mark *pipeline.CommitMark) (*pipeline.Stmt, error) {
+	if q, err := f.Drain(ctx); err != nil {
 		return q, err
 	}
-	if len(f.queued) > 0 {
+	if len(f.Queued) > 0 {
 		f.send(mark)
 	}
 	return nil, nil
 }
 
-func (f *fakeTarget) flush(ctx context.Context) (*queuedStmt, error) {
-	if q, err := f.drain(ctx); err != nil {
+func (f *fakeTarget) Flush(ctx context.Context) (*pipeline.Stmt, error) {
+	if q, err := f.Drain(ctx); err != nil {
 		return q, err
 	}
-	if len(f.queued) == 0 {
+	if len(f.Queued) == 0 {
 		return nil, nil
 	}
 	f.send(nil)
-	return f.drain(ctx)
+	return f.Drain(ctx)
 }
 
 // step executes one statement: the injected failure, a missing row, or
@@ -190,37 +192,37 @@ func (f *fakeTarget) step(sql string) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, nil
 }
 
-func (f *fakeTarget) drain(ctx context.Context) (*queuedStmt, error) {
+func (f *fakeTarget) Drain(ctx context.Context) (*pipeline.Stmt, error) {
 	b := f.flying
 	if b == nil {
 		return nil, nil
 	}
 	f.flying = nil
-	var o batchOutcome
+	var o pipeline.BatchOutcome
 	for i := range b.queued {
 		q := &b.queued[i]
 		if f.quiet {
 			f.executed++
 		} else if _, err := f.step(b.lines[i]); err != nil {
-			o.failed, o.err = q, err
+			o.Failed, o.Err = q, err
 			break
 		}
-		rows := int64(max(q.rows, 1))
+		rows := int64(max(q.Rows, 1))
 		if f.executed == f.missAt {
 			rows = 0
 		}
-		f.noteResult(&o, q, b.keys, stmtResult{tag: f.tag(rows)})
+		f.NoteResult(&o, q, b.keys, pipeline.Result{Tag: f.tag(rows)})
 	}
-	if o.err != nil {
-		f.logf("drain: statement %d (%s) failed: %v", f.executed, o.failed.op, o.err)
-		cp := *o.failed
-		return &cp, o.err
+	if o.Err != nil {
+		f.logf("drain: statement %d (%s) failed: %v", f.executed, o.Failed.Op, o.Err)
+		cp := *o.Failed
+		return &cp, o.Err
 	}
 	if !f.quiet {
 		f.logf("drain: ok")
 	}
 	if b.mark != nil {
-		f.done = append(f.done, *b.mark)
+		f.Done = append(f.Done, *b.mark)
 	}
 	return nil, nil
 }
@@ -238,17 +240,17 @@ func (f *fakeTarget) tag(rows int64) pgconn.CommandTag {
 	return t
 }
 
-func (f *fakeTarget) rollback(ctx context.Context) error {
-	f.queued, f.keys, f.lines, f.bytes, f.flying = f.queued[:0], f.keys[:0], nil, 0, nil
+func (f *fakeTarget) Rollback(ctx context.Context) error {
+	f.Queued, f.Keys, f.lines, f.bytes, f.flying = f.Queued[:0], f.Keys[:0], nil, 0, nil
 	f.setup = 0
 	f.logf("ROLLBACK")
 	return nil
 }
 
-func (f *fakeTarget) broken(err error) bool { return false }
-func (f *fakeTarget) lost() bool            { return false }
+func (f *fakeTarget) Broken(err error) bool { return false }
+func (f *fakeTarget) Lost() bool            { return false }
 
-func (f *fakeTarget) prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+func (f *fakeTarget) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
 	f.seq++
 	name := "s" + strconv.Itoa(f.seq)
 	switch sql {
@@ -261,11 +263,11 @@ func (f *fakeTarget) prepare(ctx context.Context, sql string, paramOIDs []uint32
 	return &pgconn.StatementDescription{Name: name, SQL: sql, ParamOIDs: paramOIDs}, nil
 }
 
-func (f *fakeTarget) statementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
-	return f.prepare(ctx, sql, paramOIDs)
+func (f *fakeTarget) StatementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	return f.Prepare(ctx, sql, paramOIDs)
 }
 
-func (f *fakeTarget) exec(ctx context.Context, sql string) error {
+func (f *fakeTarget) Exec(ctx context.Context, sql string) error {
 	f.logf("exec %s", sql)
 	if _, err := f.step(sql); err != nil {
 		f.logf("  failed: %v", err)
@@ -274,7 +276,7 @@ func (f *fakeTarget) exec(ctx context.Context, sql string) error {
 	return nil
 }
 
-func (f *fakeTarget) copyFrom(ctx context.Context, r io.Reader, sql string) error {
+func (f *fakeTarget) CopyFrom(ctx context.Context, r io.Reader, sql string) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -284,13 +286,13 @@ func (f *fakeTarget) copyFrom(ctx context.Context, r io.Reader, sql string) erro
 	return err
 }
 
-func (f *fakeTarget) isPrepared(ctx context.Context, gid string) (bool, error) {
+func (f *fakeTarget) IsPrepared(ctx context.Context, gid string) (bool, error) {
 	q := twophase.QuoteGID(gid)
 	f.logf("is prepared %s: %v", q, f.prepared[q])
 	return f.prepared[q], nil
 }
 
-func (f *fakeTarget) xactSetupIfPrepared(ctx context.Context, end protocol.LSN, at time.Time, gid string) (bool, error) {
+func (f *fakeTarget) XactSetupIfPrepared(ctx context.Context, end protocol.LSN, at time.Time, gid string) (bool, error) {
 	q := twophase.QuoteGID(gid)
 	f.logf("origin advance to %s if %s is prepared: %v", end, q, f.prepared[q])
 	if f.prepared[q] {
@@ -299,19 +301,19 @@ func (f *fakeTarget) xactSetupIfPrepared(ctx context.Context, end protocol.LSN, 
 	return f.prepared[q], nil
 }
 
-func (f *fakeTarget) xactReset(ctx context.Context) error {
+func (f *fakeTarget) XactReset(ctx context.Context) error {
 	f.setup = 0
 	f.logf("origin setup reset")
 	return nil
 }
 
-func (f *fakeTarget) originName() string { return "pg_walapply" }
+func (f *fakeTarget) OriginName() string { return "pg_walapply" }
 
-func (f *fakeTarget) rewindOrigin(ctx context.Context, to protocol.LSN) (protocol.LSN, error) {
+func (f *fakeTarget) RewindOrigin(ctx context.Context, to protocol.LSN) (protocol.LSN, error) {
 	f.logf("origin rewound to %s", to)
 	from := f.origin
 	f.origin = to
 	return from, nil
 }
 
-func (f *fakeTarget) catalog() tableCatalog { return f.tables }
+func (f *fakeTarget) Catalog() relmap.Catalog { return f.tables }

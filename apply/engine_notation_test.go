@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	pt "github.com/walapply/walapply/protocol/protocoltest"
 )
@@ -40,7 +41,7 @@ func (e *engineCase) encode(t *testing.T, line string) []byte {
 		ident := map[string]byte{"d": protocol.ReplicaIdentityDefault, "f": protocol.ReplicaIdentityFull, "n": protocol.ReplicaIdentityNothing, "i": protocol.ReplicaIdentityIndex}[args[3]]
 		raw := pt.Relation(id, xid, args[1], args[2], ident, cols...)
 		e.rels[args[2]] = id
-		if _, ok := e.target.tables.tables[sourceSchema(args[1])+"."+args[2]]; !ok {
+		if _, ok := e.target.tables.tables[relmap.SourceSchema(args[1])+"."+args[2]]; !ok {
 			e.target.tables.addRelation(&protocol.Relation{RelationID: id, Namespace: args[1], Name: args[2], ReplicaIdentity: ident, Columns: cols})
 		}
 		return raw

@@ -205,7 +205,7 @@ func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protoc
 		}
 	}
 	if twoPhase {
-		setup, _ := f.prepare(context.Background(), state.XactSetupUnlessPreparedSQL, nil)
+		setup, _ := f.Prepare(context.Background(), state.XactSetupUnlessPreparedSQL, nil)
 		a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg, setupUnless: setup, prepared: map[string]bool{}}
 	}
 	e.a = a

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // isTLSFailure reports whether err is a TLS failure that only a change of
@@ -86,12 +88,12 @@ var copyColumnRE = regexp.MustCompile(`^COPY .*, line \d+, column (.+?)(?:: |$)`
 
 // paramColumn returns the source column (its index) of the value an
 // error's context names: the column a COPY names, or the parameter of a
-// row statement whose parameters' columns are known (relEntry.params); -1
+// row statement whose parameters' columns are known (relmap.Entry.Params); -1
 // otherwise.
-func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
+func paramColumn(q *pipeline.Stmt, pgErr *pgconn.PgError) int {
 	if m := copyColumnRE.FindStringSubmatch(pgErr.Where); m != nil {
-		for i, ti := range q.rel.Tcol {
-			if ti >= 0 && q.rel.Target.Columns[ti].Name == m[1] {
+		for i, ti := range q.Rel.Tcol {
+			if ti >= 0 && q.Rel.Target.Columns[ti].Name == m[1] {
 				return i
 			}
 		}
@@ -102,12 +104,12 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 		return -1
 	}
 	n, err := strconv.Atoi(m[1])
-	names := q.rel.Params[q.sql]
+	names := q.Rel.Params[q.SQL]
 	if err != nil || n < 1 || n > len(names) {
 		return -1
 	}
-	for i, c := range q.rel.Rel.Columns {
-		if c.Name == names[n-1] && q.rel.Tcol[i] >= 0 {
+	for i, c := range q.Rel.Rel.Columns {
+		if c.Name == names[n-1] && q.Rel.Tcol[i] >= 0 {
 			return i
 		}
 	}
@@ -123,15 +125,15 @@ func paramColumn(q *queuedStmt, pgErr *pgconn.PgError) int {
 // error names no column then). PostgreSQL names a
 // type there, not a column, and a user facing a table of dozens of columns
 // needs the column to fix it. Other errors are returned unchanged.
-func withColumn(q *queuedStmt, err error) error {
+func withColumn(q *pipeline.Stmt, err error) error {
 	var pgErr *pgconn.PgError
 	var named *columnError
-	if q == nil || q.rel == nil || q.rel.Target == nil || !errors.As(err, &pgErr) ||
+	if q == nil || q.Rel == nil || q.Rel.Target == nil || !errors.As(err, &pgErr) ||
 		!strings.HasPrefix(pgErr.Code, "22") || strings.Contains(pgErr.Message, "column") || errors.As(err, &named) {
 		return err
 	}
 	if col := paramColumn(q, pgErr); col >= 0 {
-		return &columnError{columns: []string{quoteIdent(q.rel.Rel.Columns[col].Name)}, typ: q.rel.Target.Columns[q.rel.Tcol[col]].TypeName, err: err}
+		return &columnError{columns: []string{sqlgen.QuoteIdent(q.Rel.Rel.Columns[col].Name)}, typ: q.Rel.Target.Columns[q.Rel.Tcol[col]].TypeName, err: err}
 	}
 	typ := ""
 	if m := forTypeRE.FindStringSubmatch(pgErr.Message); m != nil {
@@ -143,9 +145,9 @@ func withColumn(q *queuedStmt, err error) error {
 		return err
 	}
 	var cols []string
-	for i, sc := range q.rel.Rel.Columns {
-		if ti := q.rel.Tcol[i]; ti >= 0 && q.rel.Target.Columns[ti].TypeName == typ {
-			cols = append(cols, quoteIdent(sc.Name))
+	for i, sc := range q.Rel.Rel.Columns {
+		if ti := q.Rel.Tcol[i]; ti >= 0 && q.Rel.Target.Columns[ti].TypeName == typ {
+			cols = append(cols, sqlgen.QuoteIdent(sc.Name))
 		}
 	}
 	if len(cols) == 0 {

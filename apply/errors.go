@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -30,7 +32,7 @@ func (e *SchemaError) Error() string {
 	b.WriteString(e.Relation)
 	if e.Column != "" && !strings.HasPrefix(e.Column, "[") {
 		b.WriteString(", column ")
-		b.WriteString(quoteIdent(e.Column))
+		b.WriteString(sqlgen.QuoteIdent(e.Column))
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Problem)
@@ -166,7 +168,7 @@ var detailKeyRE = regexp.MustCompile(`^Key \((.*?)\)=\(`)
 // isOtherUnique reports whether a duplicate key error names other columns
 // than rel's replica identity key (a unique index the conflict policies,
 // which work on that key, do not cover). Unknown is false.
-func isOtherUnique(rel *relEntry, err error) bool {
+func isOtherUnique(rel *relmap.Entry, err error) bool {
 	var pgErr *pgconn.PgError
 	if rel == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		return false

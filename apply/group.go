@@ -61,7 +61,7 @@ func (e event) needsOwnTransaction() bool {
 // do (CommitAndSettle is then a no-op), which is cheaper than switching the
 // stream's deadline at every BEGIN and COMMIT.
 func (a *applier) Pending() bool {
-	return a.group.count > 0 || a.sess.busy()
+	return a.group.count > 0 || a.sess.Busy()
 }
 
 // SetClock gives the applier the time the run loop read for the message
@@ -132,7 +132,7 @@ func (a *applier) groupEnds(now time.Time) bool {
 	switch {
 	case !a.grouping, a.txn.finalLSN <= a.noGroupThrough:
 		return true
-	case a.group.count+1 >= maxGroupTxns, a.sess.full():
+	case a.group.count+1 >= maxGroupTxns, a.sess.Full():
 		return true
 	case a.group.count > 0 && a.groupMaxWait > 0 && now.Sub(a.group.opened) >= a.groupMaxWait:
 		return true // open long enough: a backlog that keeps coming also commits

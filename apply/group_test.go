@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 )
 
 func TestGroupEnds(t *testing.T) {
@@ -28,12 +28,12 @@ func TestGroupEnds(t *testing.T) {
 		{name: "no age bound without a maximum wait", grouping: true, count: 1, age: time.Hour, want: false},
 		{name: "full by transactions", grouping: true, count: maxGroupTxns - 1, maxWait: wait, want: true},
 		{name: "one below full", grouping: true, count: maxGroupTxns - 2, maxWait: wait, want: false},
-		{name: "full by statements", grouping: true, count: 3, maxWait: wait, queued: maxBatchStatements, want: true},
+		{name: "full by statements", grouping: true, count: 3, maxWait: wait, queued: pipeline.MaxBatchStatements, want: true},
 		{name: "no grouping up to a failed transaction", grouping: true, count: 3, maxWait: wait, noGroup: true, want: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := &applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &targetSession{stmtQueue: stmtQueue{queued: make([]queuedStmt, c.queued)}}}
+			a := &applier{grouping: c.grouping, groupMaxWait: c.maxWait, sess: &pipeline.Session{StmtQueue: pipeline.StmtQueue{Queued: make([]pipeline.Stmt, c.queued)}}}
 			a.txn.finalLSN = 100
 			if c.noGroup {
 				a.noGroupThrough = 100
@@ -57,12 +57,12 @@ func TestReceiveDeadline(t *testing.T) {
 			for _, fb := range []time.Duration{100 * time.Microsecond, 2 * time.Millisecond, time.Second} {
 				now := base.Add(off)
 				next := now.Add(fb)
-				s := &session{cfg: &Config{}, applier: &applier{sess: &targetSession{}}}
+				s := &session{cfg: &Config{}, applier: &applier{sess: newFakeTarget()}}
 				switch pending {
 				case "group":
 					s.applier.group = txnGroup{count: 5, opened: now.Add(-time.Hour)}
 				case "batch in flight":
-					s.applier.sess.(*targetSession).flying.mrr = &pgconn.MultiResultReader{}
+					s.applier.sess.(*fakeTarget).flying = &fakeBatch{}
 				}
 				d := s.receiveDeadline(now, next)
 				if !d.After(now) {

@@ -1,10 +1,13 @@
 package apply
 
-import "github.com/walapply/walapply/protocol"
+import (
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/protocol"
+)
 
 // Operation names: how TxnError.Op, the errors and the log spell what was
 // being applied. They are SQL's words, in capitals, whichever path (row
-// by row, compacted, COPY, two-phase) failed; opNames (target.go) and
+// by row, compacted, COPY, two-phase) failed; pipeline's opNames (internal/pipeline) and
 // every TxnError take them from here.
 const (
 	OpBegin    = "BEGIN"
@@ -30,28 +33,28 @@ const (
 
 // opOf names the operation of a change message: OpInsert for an Insert,
 // and so on; "" for a message that is no change.
-func opOf(t protocol.MessageType) opKind {
+func opOf(t protocol.MessageType) pipeline.Op {
 	switch t {
 	case protocol.MessageTypeInsert:
-		return opInsert
+		return pipeline.OpInsert
 	case protocol.MessageTypeUpdate:
-		return opUpdate
+		return pipeline.OpUpdate
 	case protocol.MessageTypeDelete:
-		return opDelete
+		return pipeline.OpDelete
 	case protocol.MessageTypeTruncate:
-		return opTruncate
+		return pipeline.OpTruncate
 	}
-	return opBegin
+	return pipeline.OpBegin
 }
 
 // opOfKind names the operation of a per-row statement kind ('I', 'U',
 // 'G' for an UPDATE guarded against a taken key, 'D').
-func opOfKind(kind byte) opKind {
+func opOfKind(kind byte) pipeline.Op {
 	switch kind {
 	case 'I':
-		return opInsert
+		return pipeline.OpInsert
 	case 'D':
-		return opDelete
+		return pipeline.OpDelete
 	}
-	return opUpdate
+	return pipeline.OpUpdate
 }

@@ -133,7 +133,7 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 	}
 
 	a := s.applier
-	setup, err := a.sess.prepare(ctx, state.XactSetupUnlessPreparedSQL, nil)
+	setup, err := a.sess.Prepare(ctx, state.XactSetupUnlessPreparedSQL, nil)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -27,7 +28,7 @@ func (a *applier) targetGID(xid uint32, sourceGID string) (string, error) {
 func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN protocol.LSN, at protocol.Timestamp, sourceGID string) (skip bool, err error) {
 	a.outcome.Began = true
 	a.txn = openTxn{xid: xid, finalLSN: prepareLSN, commitTime: at}
-	a.queue.txnXid, a.queue.txnLSN = xid, prepareLSN
+	a.queue.TxnXid, a.queue.TxnLSN = xid, prepareLSN
 	gid, err := a.targetGID(xid, sourceGID)
 	if err != nil {
 		return false, err
@@ -36,7 +37,7 @@ func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 	if !alreadyApplied(prepareLSN, a.applied) {
 		return false, nil
 	}
-	prepared, err := a.sess.isPrepared(ctx, gid)
+	prepared, err := a.sess.IsPrepared(ctx, gid)
 	if err != nil {
 		return false, &TxnError{Xid: xid, CommitLSN: prepareLSN, Op: OpPrepare + " " + twophase.QuoteGID(gid), Err: fmt.Errorf("looking up whether it is prepared already: %w", err)}
 	}
@@ -59,7 +60,7 @@ func (a *applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 	a.txn.userSkip = !skip && a.skipMatches(m.PrepareLSN) // --skip-lsn (skip.go)
 	a.tp.open = true
 	if !skip {
-		a.sess.begin()
+		a.sess.Begin()
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ func (a *applier) streamPrepare(ctx context.Context, m *protocol.StreamPrepare) 
 		if err := a.dropSpilled(m.Xid); err != nil {
 			return err
 		}
-		a.sess.begin()
+		a.sess.Begin()
 		return a.commitSkipped(ctx, m.EndLSN, m.PrepareTime)
 	}
 	if err := a.replaySpilled(ctx, m.Xid); err != nil {
@@ -135,9 +136,9 @@ func (a *applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.
 	gid := a.tp.gid
 	a.params = append(state.AppendXactSetupArgs(a.params[:0], end, at.Time()), []byte(gid))
 	a.formats = append(a.formats[:0], 0, 0, 0)
-	a.sess.queueStmt(opOrigin, nil, a.tp.setupUnless, a.params, a.formats, 0, 0)
-	a.sess.queueSQL(opCommit, nil, twophase.PrepareSQL(gid))
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.sess.QueueStmt(pipeline.OpOrigin, nil, a.tp.setupUnless, a.params, a.formats, 0, 0)
+	a.sess.QueueSQL(pipeline.OpCommit, nil, twophase.PrepareSQL(gid))
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failPrepare(ctx, failed, err)
 	}
 	a.collect()
@@ -151,10 +152,10 @@ func (a *applier) prepareTxn(ctx context.Context, end protocol.LSN, at protocol.
 // TRANSACTION. When the failure came at or after the origin setup, the
 // origin may have advanced without the transaction (PostgreSQL 16+), and is
 // moved back.
-func (a *applier) failPrepare(ctx context.Context, failed *queuedStmt, err error) error {
+func (a *applier) failPrepare(ctx context.Context, failed *pipeline.Stmt, err error) error {
 	gid := a.tp.gid
-	afterSetup := failed == nil || failed.op == opOrigin || failed.op == opCommit
-	if failed != nil && failed.op == opCommit {
+	afterSetup := failed == nil || failed.Op == pipeline.OpOrigin || failed.Op == pipeline.OpCommit
+	if failed != nil && failed.Op == pipeline.OpCommit {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			switch pgErr.Code {
@@ -168,7 +169,7 @@ func (a *applier) failPrepare(ctx context.Context, failed *queuedStmt, err error
 	}
 	ferr := a.failQueued(ctx, failed, err)
 	var te *TxnError
-	if errors.As(ferr, &te) && failed != nil && (failed.op == opCommit || failed.op == opOrigin) {
+	if errors.As(ferr, &te) && failed != nil && (failed.Op == pipeline.OpCommit || failed.Op == pipeline.OpOrigin) {
 		te.Op = OpPrepare + " " + twophase.QuoteGID(gid)
 	}
 	if !afterSetup {
@@ -210,13 +211,13 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 		lsn = f.end
 	}
 	a.txn = openTxn{xid: f.xid, finalLSN: lsn, commitTime: f.at}
-	a.queue.txnXid, a.queue.txnLSN = f.xid, lsn
+	a.queue.TxnXid, a.queue.TxnLSN = f.xid, lsn
 	gid, err := a.targetGID(f.xid, f.sourceGID)
 	if err != nil {
 		return err
 	}
 	what := f.what() + " " + twophase.QuoteGID(gid)
-	found, err := a.sess.xactSetupIfPrepared(ctx, f.end, f.at.Time(), gid)
+	found, err := a.sess.XactSetupIfPrepared(ctx, f.end, f.at.Time(), gid)
 	if err != nil {
 		return &TxnError{Xid: f.xid, CommitLSN: lsn, Op: what, Err: fmt.Errorf("setting up the origin: %w", err)}
 	}
@@ -224,11 +225,11 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 		a.notPrepared(&f, gid)
 		return nil
 	}
-	if err := a.sess.exec(ctx, twophase.FinishSQL(gid, f.commit)); err != nil {
+	if err := a.sess.Exec(ctx, twophase.FinishSQL(gid, f.commit)); err != nil {
 		// The setup is still on the session: clear it before anything else
 		// runs there (state's package doc). A lost connection took it along.
-		if !a.sess.lost() {
-			if rerr := a.sess.xactReset(ctx); rerr != nil {
+		if !a.sess.Lost() {
+			if rerr := a.sess.XactReset(ctx); rerr != nil {
 				a.log.Warn().Err(rerr).Msg("resetting the origin setup after a failed " + f.what())
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // privilegeProblem is one missing privilege: the statement that grants it,
@@ -29,13 +30,13 @@ func (e *PrivilegeError) Error() string {
 	var b strings.Builder
 	b.WriteString("walapply's roles lack privileges it needs; this start changed nothing. Grant them and start again:")
 	if len(e.Target) > 0 {
-		fmt.Fprintf(&b, "\nthe target role %s lacks privileges; run on the target, in database %s, as a superuser:", quoteIdent(e.TargetRole), quoteIdent(e.TargetDatabase))
+		fmt.Fprintf(&b, "\nthe target role %s lacks privileges; run on the target, in database %s, as a superuser:", sqlgen.QuoteIdent(e.TargetRole), sqlgen.QuoteIdent(e.TargetDatabase))
 		for _, s := range e.Target {
 			b.WriteString("\n  " + s)
 		}
 	}
 	if len(e.Source) > 0 {
-		fmt.Fprintf(&b, "\nthe source role %s lacks privileges; run on the source, as a superuser:", quoteIdent(e.SourceRole))
+		fmt.Fprintf(&b, "\nthe source role %s lacks privileges; run on the source, as a superuser:", sqlgen.QuoteIdent(e.SourceRole))
 		for _, s := range e.Source {
 			b.WriteString("\n  " + s)
 		}
@@ -184,7 +185,7 @@ func sourcePrivilegeProblems(ctx context.Context, source *pgx.Conn, cfg *Config,
 	if super {
 		return nil, nil
 	}
-	r := quoteIdent(role)
+	r := sqlgen.QuoteIdent(role)
 	var out []privilegeProblem
 	add := func(format string, args ...any) {
 		out = append(out, privilegeProblem{side: "source", fix: fmt.Sprintf(format, args...)})
@@ -202,10 +203,10 @@ func sourcePrivilegeProblems(ctx context.Context, source *pgx.Conn, cfg *Config,
 			// Before the schema's first table (tables come sorted by
 			// schema): SELECT alone reads nothing.
 			schemas[t.schema] = true
-			add("GRANT USAGE ON SCHEMA %s TO %s", quoteIdent(t.schema), r)
+			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.schema), r)
 		}
 		if !t.selectable {
-			add("GRANT SELECT ON TABLE %s TO %s", quoteQualified(t.schema, t.name), r)
+			add("GRANT SELECT ON TABLE %s TO %s", sqlgen.QuoteQualified(t.schema, t.name), r)
 		}
 		hidden = hidden || t.rowSecurity
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/migrations"
 )
 
@@ -131,7 +132,7 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 	if super {
 		return nil, nil
 	}
-	r := quoteIdent(role)
+	r := sqlgen.QuoteIdent(role)
 	var out []privilegeProblem
 	add := func(format string, args ...any) {
 		out = append(out, privilegeProblem{side: "target", fix: fmt.Sprintf(format, args...)})
@@ -140,12 +141,12 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 	// walapply's schema.
 	switch {
 	case !schemaExists && !canCreateDB:
-		add("GRANT CREATE ON DATABASE %s TO %s", quoteIdent(database), r)
+		add("GRANT CREATE ON DATABASE %s TO %s", sqlgen.QuoteIdent(database), r)
 	case schemaExists && !schemaOwned && !schemaUsable:
-		add("GRANT USAGE, CREATE ON SCHEMA %s TO %s", quoteIdent(migrations.Schema), r)
+		add("GRANT USAGE, CREATE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(migrations.Schema), r)
 	}
 	for _, t := range foreignTables {
-		add("ALTER TABLE %s OWNER TO %s", quoteQualified(migrations.Schema, t), r)
+		add("ALTER TABLE %s OWNER TO %s", sqlgen.QuoteQualified(migrations.Schema, t), r)
 	}
 
 	// The origin functions.
@@ -205,7 +206,7 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 		t := tables[ord-1]
 		if !usage && !usageAdded[t.schema] {
 			usageAdded[t.schema] = true
-			add("GRANT USAGE ON SCHEMA %s TO %s", quoteIdent(t.schema), r)
+			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.schema), r)
 		}
 		var missing []string
 		for _, p := range tablePrivileges(t, cfg) {
@@ -214,7 +215,7 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 			}
 		}
 		if len(missing) > 0 {
-			add("GRANT %s ON TABLE %s TO %s", strings.Join(missing, ", "), quoteQualified(t.schema, t.name), r)
+			add("GRANT %s ON TABLE %s TO %s", strings.Join(missing, ", "), sqlgen.QuoteQualified(t.schema, t.name), r)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -46,12 +48,12 @@ func (e *newTablesError) Error() string {
 	return "apply: the stream names newly published table(s) " + relNames(e.tables) + ": restarting the session to copy them"
 }
 
-// logRelations names relations in a log field ("relations"): logRelation's
+// logRelations names relations in a log field ("relations"): sqlgen.LogRelation's
 // form, comma-separated.
 func logRelations(ns []relName) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
-		s[i] = logRelation(n.schema, n.name)
+		s[i] = sqlgen.LogRelation(n.schema, n.name)
 	}
 	return strings.Join(s, ", ")
 }
@@ -59,7 +61,7 @@ func logRelations(ns []relName) string {
 func relNames(ns []relName) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
-		s[i] = quoteQualified(n.schema, n.name)
+		s[i] = sqlgen.QuoteQualified(n.schema, n.name)
 	}
 	return strings.Join(s, ", ")
 }
@@ -84,7 +86,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 	if err := w.relationChanged(a, rel); err != nil {
 		return err
 	}
-	n := relName{sourceSchema(rel.Namespace), rel.Name}
+	n := relName{relmap.SourceSchema(rel.Namespace), rel.Name}
 	if w.known[n] {
 		return nil
 	}
@@ -92,13 +94,13 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 		return w.begin(ctx, a, n) // refresh_sync.go
 	}
 	w.known[n] = true
-	a.log.Warn().Str("relation", logRelation(n.schema, n.name)).
+	a.log.Warn().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
 		Msg(notCopiedWarning)
 	if a.catalog == nil {
 		return nil
 	}
 	if err := recordNotCopied(ctx, a.catalog, w.applier, []relName{n}); err != nil {
-		return fmt.Errorf("recording newly published table %s: %w", quoteQualified(n.schema, n.name), err)
+		return fmt.Errorf("recording newly published table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
 	}
 	return nil
 }
@@ -190,11 +192,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 	slices.SortFunc(removed, compareRelName)
 	for _, n := range removed {
-		log.Info().Str("relation", logRelation(n.schema, n.name)).
+		log.Info().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
 			Msg("table no longer published: its changes are no longer applied; its rows on the target stay")
 	}
 	for _, n := range gone {
-		log.Warn().Str("relation", logRelation(n.schema, n.name)).
+		log.Warn().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
 			Msg("table published and removed again before it could be copied: its changes while it was published are applied, its earlier rows are missing on the target")
 	}
 
@@ -225,7 +227,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 	if !copying && !first {
 		for _, t := range todo {
-			log.Warn().Str("relation", logRelation(t.schema, t.name)).
+			log.Warn().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
 				Msg(notCopiedWarning)
 		}
 	}

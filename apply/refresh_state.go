@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/state"
 )
 
@@ -17,7 +18,7 @@ type knownTable struct {
 }
 
 // readKnownTables reads the tables walapply.copy_state has for applier.
-func readKnownTables(ctx context.Context, q querier, applier string) (map[relName]knownTable, error) {
+func readKnownTables(ctx context.Context, q relmap.Querier, applier string) (map[relName]knownTable, error) {
 	rows, err := q.Query(ctx, `SELECT schema_name, table_name, status, published FROM walapply.copy_state WHERE applier = $1`, applier)
 	if err != nil {
 		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)

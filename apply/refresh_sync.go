@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -109,7 +112,7 @@ func (w *tableWatch) syncing(a *applier, relid uint32) *tableSync {
 	if e == nil {
 		return nil
 	}
-	return w.syncs.tables[relName{sourceSchema(e.Rel.Namespace), e.Rel.Name}]
+	return w.syncs.tables[relName{relmap.SourceSchema(e.Rel.Namespace), e.Rel.Name}]
 }
 
 // touches returns the background copy a change's table is in, and
@@ -157,7 +160,7 @@ func (w *tableWatch) relationChanged(a *applier, rel *protocol.Relation) error {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}
-	n := relName{sourceSchema(rel.Namespace), rel.Name}
+	n := relName{relmap.SourceSchema(rel.Namespace), rel.Name}
 	if w.syncs.tables[n] == nil {
 		return nil
 	}
@@ -228,7 +231,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		defer ts.wg.Done()
 		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
-	cfg.Logger.Info().Str("relation", logRelation(t.schema, t.name)).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
 }
@@ -303,8 +306,8 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		return err
 	}
 	applied, at := a.Applied()
-	a.queue.txnXid, a.queue.txnLSN = 0, applied
-	a.sess.begin()
+	a.queue.TxnXid, a.queue.TxnLSN = 0, applied
+	a.sess.Begin()
 	skipped := 0
 	for _, c := range ts.changes {
 		if c.finalLSN < ct.lsn && ct.snap.visible(c.xid) {
@@ -316,23 +319,23 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
 		}
 		a.txn = openTxn{xid: c.xid, finalLSN: c.finalLSN}
-		a.queue.txnXid, a.queue.txnLSN = c.xid, c.finalLSN
+		a.queue.TxnXid, a.queue.TxnLSN = c.xid, c.finalLSN
 		if err := a.change(ctx, msg); err != nil {
 			return a.fail(ctx, err)
 		}
-		if a.sess.full() {
-			if failed, err := a.sess.flush(ctx); err != nil {
+		if a.sess.Full() {
+			if failed, err := a.sess.Flush(ctx); err != nil {
 				return a.failStmt(ctx, failed, err)
 			}
 		}
 	}
 	a.txn = openTxn{}
-	a.sess.queueExec(queuedStmt{op: opOrigin}, `UPDATE walapply.copy_state SET status = 'done'
+	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin}, `UPDATE walapply.copy_state SET status = 'done'
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
 		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil)
 	a.queueOriginAdvance(applied, at)
-	a.sess.queueSQL(opCommit, nil, "COMMIT")
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	if a.copied == nil {
@@ -349,7 +352,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("relation", logRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

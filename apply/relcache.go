@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 )
 
 // mappedRelation returns the entry of a relation, mapped onto the target
 // (relmap.Cache.Map); a target table that does not fit is a SchemaError
 // naming the relation.
-func mappedRelation(ctx context.Context, c *relationCache, cat tableCatalog, relid uint32) (*relEntry, error) {
+func mappedRelation(ctx context.Context, c *relmap.Cache, cat relmap.Catalog, relid uint32) (*relmap.Entry, error) {
 	e := c.Rels[relid]
 	if e == nil {
 		return nil, orderError("change for relation OID %d before its Relation message", relid)
@@ -31,12 +32,12 @@ func mappedRelation(ctx context.Context, c *relationCache, cat tableCatalog, rel
 // relation returns the source relation relid mapped onto its target table,
 // looking the target up in its catalog on first use; an error names the
 // source transaction and op.
-func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEntry, error) {
+func (a *applier) relation(ctx context.Context, relid uint32, op pipeline.Op) (*relmap.Entry, error) {
 	u := a.rels.Rels[relid]
 	if u != nil && u.Mapped {
 		return u, nil
 	}
-	var e *relEntry
+	var e *relmap.Entry
 	var err error
 	if u != nil && (a.tables != nil || a.catalog != nil && !a.ddlUncommitted()) {
 		cat := a.tables
@@ -45,13 +46,13 @@ func (a *applier) relation(ctx context.Context, relid uint32, op opKind) (*relEn
 		}
 		e, err = mappedRelation(ctx, a.rels, cat, relid)
 	} else {
-		if u != nil && a.sess.busy() {
+		if u != nil && a.sess.Busy() {
 			// The catalog lookup needs the connection.
 			if err := a.Settle(ctx); err != nil {
 				return nil, err
 			}
 		}
-		e, err = mappedRelation(ctx, a.rels, a.sess.catalog(), relid)
+		e, err = mappedRelation(ctx, a.rels, a.sess.Catalog(), relid)
 	}
 	if err != nil {
 		rel := ""

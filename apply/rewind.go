@@ -37,12 +37,12 @@ const originReleaseWait = 30 * time.Second
 // An error means the origin may be ahead of the target's data: it is
 // permanent, so that the run stops rather than resume past the transaction.
 func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) error {
-	origin := a.sess.originName()
+	origin := a.sess.OriginName()
 	if origin == "" {
 		return nil
 	}
 	var from protocol.LSN
-	if a.sess.lost() {
+	if a.sess.Lost() {
 		if gid == "" {
 			return nil
 		}
@@ -53,12 +53,12 @@ func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) 
 		}
 	} else {
 		if gid != "" {
-			if err := a.sess.xactReset(ctx); err != nil {
+			if err := a.sess.XactReset(ctx); err != nil {
 				return a.rewindFailed(gid, err)
 			}
 		}
 		var err error
-		if from, err = a.sess.rewindOrigin(ctx, a.applied); err != nil {
+		if from, err = a.sess.RewindOrigin(ctx, a.applied); err != nil {
 			return a.rewindFailed(gid, err)
 		}
 	}
@@ -117,7 +117,7 @@ func failedWhat(gid string) string {
 func (a *applier) rewindFailed(gid string, err error) error {
 	return &PermanentError{fmt.Errorf("after a failed %s, checking the target's origin %q: %w; it may be past transactions that were not applied, which would then be lost: "+
 		"compare pg_replication_origin_progress(%s, false) on the target with the last transaction applied (%s), move it back with pg_replication_origin_advance if needed, then restart",
-		failedWhat(gid), a.sess.originName(), err, twophase.QuoteGID(a.sess.originName()), a.applied)}
+		failedWhat(gid), a.sess.OriginName(), err, twophase.QuoteGID(a.sess.OriginName()), a.applied)}
 }
 
 // waitOriginFree sets the origin up on conn, waiting for the session that

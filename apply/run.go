@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -123,6 +124,8 @@ func (s *session) close() {
 	defer cancel()
 	if s.applier != nil {
 		s.applier.watch.stop() // background copies (refresh_sync.go)
+		// --ddl's source connection (ddl_source.go)
+		s.applier.ddl.closeSource(ctx)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
@@ -249,8 +252,8 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 
-	sess := newTargetSession(s.target)
-	if err := sess.setup(ctx, s.origin); err != nil {
+	sess := pipeline.New(s.target)
+	if err := sess.Setup(ctx, s.origin); err != nil {
 		return err
 	}
 	start, _, err := state.OriginProgress(ctx, s.control, s.origin, true)

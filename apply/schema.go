@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // Schema phases (walapply.copies.schema_phase).
@@ -107,8 +108,8 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, s := range plan.schemas {
-			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(s)); err != nil {
-				return fmt.Errorf("creating schema %s: %w", quoteIdent(s), err)
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqlgen.QuoteIdent(s)); err != nil {
+				return fmt.Errorf("creating schema %s: %w", sqlgen.QuoteIdent(s), err)
 			}
 		}
 		for _, e := range entries {

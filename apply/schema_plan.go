@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
 // SchemaConflictError lists what on the target stands in the way of
@@ -134,7 +136,7 @@ func planSchema(ctx context.Context, src, tgt *pgx.Conn, tables []*copyTable) (*
 			return err
 		}
 		if exists {
-			conflicts = append(conflicts, fmt.Sprintf("relation %s, the sequence of table %s, already exists on the target", quoteQualified(seq.schema, seq.name), quoteQualified(table.schema, table.name)))
+			conflicts = append(conflicts, fmt.Sprintf("relation %s, the sequence of table %s, already exists on the target", sqlgen.QuoteQualified(seq.schema, seq.name), sqlgen.QuoteQualified(table.schema, table.name)))
 		}
 		return nil
 	})
@@ -167,7 +169,7 @@ func planSchema(ctx context.Context, src, tgt *pgx.Conn, tables []*copyTable) (*
 			case err != nil:
 				return nil, fmt.Errorf("reading %s %s on the target: %w", k.what, o.name, err)
 			case tdef != sdef:
-				conflicts = append(conflicts, fmt.Sprintf("%s %s.%s exists on the target with another definition than on the source", k.what, quoteIdent(o.schema), o.name))
+				conflicts = append(conflicts, fmt.Sprintf("%s %s.%s exists on the target with another definition than on the source", k.what, sqlgen.QuoteIdent(o.schema), o.name))
 			}
 		}
 	}
@@ -227,7 +229,7 @@ func tableNames(tables []*copyTable) (schemas, names []string) {
 
 // columnLists returns each found table's columns as "name type", by its
 // position (from 1) in the lists.
-func columnLists(ctx context.Context, q querier, schemas, names []string) (map[int][]string, error) {
+func columnLists(ctx context.Context, q relmap.Querier, schemas, names []string) (map[int][]string, error) {
 	out := map[int][]string{}
 	err := eachRow(ctx, q, schemaColumnsSQL, []any{schemas, names}, func(r pgx.Rows) error {
 		var ord int
@@ -235,13 +237,13 @@ func columnLists(ctx context.Context, q querier, schemas, names []string) (map[i
 		if err := r.Scan(&ord, &col, &typ); err != nil {
 			return err
 		}
-		out[ord] = append(out[ord], quoteIdent(col)+" "+typ)
+		out[ord] = append(out[ord], sqlgen.QuoteIdent(col)+" "+typ)
 		return nil
 	})
 	return out, err
 }
 
-func eachRow(ctx context.Context, q querier, sql string, args []any, f func(pgx.Rows) error) error {
+func eachRow(ctx context.Context, q relmap.Querier, sql string, args []any, f func(pgx.Rows) error) error {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return err

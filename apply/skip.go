@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -166,12 +168,12 @@ func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	var b strings.Builder
 	recordInsert(&b, kind, resolution, 1, "$3")
 	a.params, a.formats = a.params[:0], a.formats[:0]
-	a.appendRecordParams(&relEntry{Rel: &protocol.Relation{}}, key)
+	a.appendRecordParams(&relmap.Entry{Rel: &protocol.Relation{}}, key)
 	a.params[1] = nil // no relation
 	if key == nil {
 		a.params[2] = nil
 	}
-	a.sess.queueExec(queuedStmt{op: opOrigin, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.queue.firstLSN}, b.String(), a.params, recordOIDs, a.formats)
+	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin, Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, FirstLSN: a.queue.FirstLSN}, b.String(), a.params, recordOIDs, a.formats)
 }
 
 // skipHint fills in a failed transaction's error what --skip-lsn did.
@@ -190,8 +192,8 @@ func (a *applier) skipHint(te *TxnError) {
 func (a *applier) commitSkipped(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	a.recordUserSkip()
 	a.queueOriginAdvance(end, at)
-	a.sess.queueSQL(opCommit, nil, "COMMIT")
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	a.collect()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -14,7 +16,7 @@ import (
 // list, so one relation can need several UPDATE statements) and the columns
 // that locate the row. Statements are cached per relation; a new Relation
 // message replaces the relation's entry and with it its statements.
-func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
+func (a *applier) statement(ctx context.Context, e *relmap.Entry, kind byte, set *protocol.TupleData, match []int, full bool) (*pgconn.StatementDescription, error) {
 	shape := append(a.shape[:0], kind)
 	if set != nil {
 		shape = appendMask(shape, len(e.Rel.Columns), func(i int) bool {
@@ -45,7 +47,7 @@ func (a *applier) statement(ctx context.Context, e *relEntry, kind byte, set *pr
 		sql, oids = guardNewKey(e, sql, oids)
 	}
 	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
-	sd, err := a.sess.statementFor(ctx, sql, oids)
+	sd, err := a.sess.StatementFor(ctx, sql, oids)
 	if err != nil {
 		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: opOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
@@ -75,7 +77,7 @@ func appendMask(dst []byte, n int, bit func(i int) bool) []byte {
 // buildStatement returns the SQL of a change of the given shape, the
 // target types of its parameters and the source column each parameter
 // carries (for errors: withColumn), in parameter order.
-func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32, []string) {
+func buildStatement(e *relmap.Entry, kind byte, set *protocol.TupleData, match []int, full bool) (string, []uint32, []string) {
 	t := e.Target
 	var cols, names []string
 	var oids []uint32
@@ -85,23 +87,23 @@ func buildStatement(e *relEntry, kind byte, set *protocol.TupleData, match []int
 			continue
 		}
 		if kind == 'I' || (kind == 'U' && set.Columns[i].Kind != protocol.ColumnUnchanged) {
-			cols = append(cols, quoteIdent(t.Columns[ti].Name))
+			cols = append(cols, sqlgen.QuoteIdent(t.Columns[ti].Name))
 			oids = append(oids, t.Columns[ti].TypeOID)
 			names = append(names, e.Rel.Columns[i].Name)
 		}
 	}
 	if kind == 'I' {
-		return buildInsert(t.Quoted, cols), oids, names
+		return sqlgen.Insert(t.Quoted, cols), oids, names
 	}
-	m := make([]matchColumn, 0, len(match))
+	m := make([]sqlgen.MatchColumn, 0, len(match))
 	for _, i := range match {
 		tc := t.Columns[e.Tcol[i]]
-		m = append(m, matchColumn{Name: quoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full, OpSchema: tc.EqSchema})
+		m = append(m, sqlgen.MatchColumn{Name: sqlgen.QuoteIdent(tc.Name), TextCompare: full && !tc.HasEq, Nullable: full, OpSchema: tc.EqSchema})
 		oids = append(oids, tc.TypeOID)
 		names = append(names, e.Rel.Columns[i].Name)
 	}
 	if kind == 'U' {
-		return buildUpdate(t.Quoted, cols, m, full, t.Partition), oids, names
+		return sqlgen.Update(t.Quoted, cols, m, full, t.Partition), oids, names
 	}
-	return buildDelete(t.Quoted, m, full, t.Partition), oids, names
+	return sqlgen.Delete(t.Quoted, m, full, t.Partition), oids, names
 }

@@ -38,7 +38,7 @@ import (
 //     buffer and decoded with the same decoder as the live stream, into ONE
 //     target transaction that advances the origin to the commit's end LSN
 //     like any other (invariant 1), then removes the file. The target batch
-//     is bounded too (target.go), so memory does not depend on the
+//     is bounded too (internal/pipeline), so memory does not depend on the
 //     transaction's size (invariant 3).
 //
 // Nothing streamed is confirmed to the source before its commit is applied

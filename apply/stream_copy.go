@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -18,7 +21,7 @@ const copyMinRun = 64
 // when the rows cannot be copied; the message that ended the run is left in
 // p.stash.
 func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.Insert) (bool, error) {
-	e, err := a.relation(ctx, first.RelationID, opInsert)
+	e, err := a.relation(ctx, first.RelationID, pipeline.OpInsert)
 	if err != nil {
 		return false, a.fail(ctx, err)
 	}
@@ -31,7 +34,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		return false, nil
 	}
 	// COPY needs the connection to itself: what is queued goes first.
-	if failed, err := a.sess.flush(ctx); err != nil {
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return true, a.failStmt(ctx, failed, err)
 	}
 	c := &copyRun{p: p, e: e, rel: first.RelationID, format: format, buf: make([]byte, 0, 64<<10)}
@@ -39,7 +42,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 		c.buf = append(c.buf, copyBinaryHeader...)
 	}
 	c.encode(&first.New)
-	err = a.sess.copyFrom(ctx, c, sql)
+	err = a.sess.CopyFrom(ctx, c, sql)
 	a.Stats.Inserts.Add(c.rows)
 	a.Stats.CopiedRows.Add(c.rows)
 	if c.err != nil { // reading the spill file failed; COPY was aborted
@@ -48,7 +51,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 	if err != nil {
 		// Named as a queued COPY's failure is: the column, and a retry
 		// that checks the value (valuecheck.go).
-		return true, a.failQueued(ctx, &queuedStmt{op: opCopy, rel: e, xid: a.txn.xid, commitLSN: a.txn.finalLSN, firstLSN: a.txn.finalLSN}, err)
+		return true, a.failQueued(ctx, &pipeline.Stmt{Op: pipeline.OpCopy, Rel: e, Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, FirstLSN: a.txn.finalLSN}, err)
 	}
 	return true, nil
 }
@@ -57,7 +60,7 @@ func (a *applier) copyInserts(ctx context.Context, p *replayer, first *protocol.
 // protocol.ColumnText or protocol.ColumnBinary when all its written values
 // are in that format or NULL, else 0. A tuple of NULLs alone fits want
 // (0: text).
-func copyFormat(e *relEntry, t *protocol.TupleData, want byte) byte {
+func copyFormat(e *relmap.Entry, t *protocol.TupleData, want byte) byte {
 	if len(t.Columns) != len(e.Rel.Columns) {
 		return 0 // the ordinary path reports it
 	}
@@ -99,7 +102,7 @@ var copyBinaryHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\
 // copySQL returns the COPY statement for a relation's written columns; ok
 // is false when inserts into the relation cannot go by COPY: no column is
 // written, or the table has row-level security enabled (see copyRun).
-func copySQL(e *relEntry, format byte) (sql string, ok bool) {
+func copySQL(e *relmap.Entry, format byte) (sql string, ok bool) {
 	if e.Target.RowSecurity {
 		return "", false
 	}
@@ -113,7 +116,7 @@ func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 			if n > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(e.Target.Columns[ti].Name))
+			b.WriteString(sqlgen.QuoteIdent(e.Target.Columns[ti].Name))
 			n++
 		}
 	}
@@ -151,7 +154,7 @@ func copySQL(e *relEntry, format byte) (sql string, ok bool) {
 // waits), so memory stays bounded by one 64 KiB chunk and the largest row.
 type copyRun struct {
 	p      *replayer
-	e      *relEntry
+	e      *relmap.Entry
 	rel    uint32
 	format byte   // protocol.ColumnText or protocol.ColumnBinary
 	buf    []byte // encoded rows not yet handed to CopyFrom

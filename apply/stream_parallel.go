@@ -341,8 +341,8 @@ func (a *applier) parallelCommit(ctx context.Context, w *parallelWorker, m *prot
 // only advances the applier's origin to end, after a worker committed or
 // prepared the source transaction ending there (see parallelPool).
 func (a *applier) advanceAfterParallel(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
-	a.queue.txnXid, a.queue.txnLSN = a.txn.xid, a.txn.finalLSN
-	a.sess.begin()
+	a.queue.TxnXid, a.queue.TxnLSN = a.txn.xid, a.txn.finalLSN
+	a.sess.Begin()
 	a.filteredOut = true // nothing written: commit makes it write, or the origin would not move
 	return a.commit(ctx, end, at)
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 
+	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -31,7 +32,7 @@ import (
 // insert_exists (an INSERT ... ON CONFLICT) and the value check of a retry
 // (valuecheck.go) keep the ordinary path.
 //
-// Buffers. Every COPY is sent at once (sendAsync: after the results of the
+// Buffers. Every COPY is sent at once (SendAsync: after the results of the
 // batch before it are read), so when one is sent, the buffer of the COPY
 // before it is free again: two buffers alternate, and memory stays at two
 // COPYs' worth whatever the size of the transaction.
@@ -93,7 +94,7 @@ func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (
 		c.no = true
 		return false, nil
 	}
-	e, err := a.relation(ctx, ins.RelationID, opInsert)
+	e, err := a.relation(ctx, ins.RelationID, pipeline.OpInsert)
 	if err != nil {
 		return true, a.fail(ctx, err)
 	}
@@ -146,11 +147,11 @@ func (w *parallelWorker) sendCopy(ctx context.Context) error {
 	if c.run.format == protocol.ColumnBinary {
 		data = append(data, 0xff, 0xff) // the trailer: a field count of -1
 	}
-	a.sess.queueCopy(c.run.e, c.sql, data)
+	a.sess.QueueCopy(c.run.e, c.sql, data)
 	a.Stats.Inserts.Add(c.run.rows)
 	a.Stats.CopiedRows.Add(c.run.rows)
 	c.run.rows, c.run.buf = 0, nil
-	if failed, err := a.sess.sendAsync(ctx, nil); err != nil {
+	if failed, err := a.sess.SendAsync(ctx, nil); err != nil {
 		c.reset()
 		return a.failStmt(ctx, failed, err)
 	}

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -36,7 +39,7 @@ type parallelWorker struct {
 	id     int
 	origin string
 	conn   *pgx.Conn
-	ts     *targetSession // the applier's target
+	ts     *pipeline.Session // the applier's target
 	pid    uint32
 	a      *applier
 	dec    *protocol.Decoder
@@ -124,8 +127,8 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 		conn.Close(ctx)
 		return nil, err
 	}
-	sess := newTargetSession(conn)
-	if err := sess.setup(ctx, origin); err != nil {
+	sess := pipeline.New(conn)
+	if err := sess.Setup(ctx, origin); err != nil {
 		conn.Close(ctx)
 		return nil, err
 	}
@@ -288,7 +291,7 @@ func (w *parallelWorker) run(ctx context.Context) {
 		}
 		if err != nil && !w.failed.Load() {
 			w.fail(err)
-			w.ts.reset()
+			w.ts.Reset()
 		}
 		if j.reply != nil {
 			if err == nil && w.failed.Load() {
@@ -298,7 +301,7 @@ func (w *parallelWorker) run(ctx context.Context) {
 		}
 		if len(w.jobs) == 0 && !w.failed.Load() && w.xid != 0 {
 			// Nothing more at hand: let the target work on what is queued.
-			if failed, err := w.a.sess.sendAsync(ctx, nil); err != nil {
+			if failed, err := w.a.sess.SendAsync(ctx, nil); err != nil {
 				w.fail(w.a.failStmt(ctx, failed, err))
 			}
 		}
@@ -320,14 +323,14 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		// The commit LSN is known only at Stream Commit; until then 1, a
 		// position no transaction has, which lets changeNet compact.
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
-		a.queue.txnXid, a.queue.txnLSN = j.xid, 0
-		a.net = newCompactor()
+		a.queue.TxnXid, a.queue.TxnLSN = j.xid, 0
+		a.net = compact.New()
 		w.cp.reset()
-		a.sess.begin()
+		a.sess.Begin()
 		return nil
 	case jobRollback:
 		w.cp.reset()
-		return w.finish(ctx, a.sess.rollback(ctx))
+		return w.finish(ctx, a.sess.Rollback(ctx))
 	}
 	if w.failed.Load() {
 		if j.kind == jobCommit || j.kind == jobPrepare {
@@ -361,8 +364,8 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		if err := w.endCopy(ctx); err != nil { // rolled back with the rest
 			return err
 		}
-		a.net = newCompactor() // see parallelWorker
-		a.sess.queueSQL(opBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
+		a.net = compact.New() // see parallelWorker
+		a.sess.QueueSQL(pipeline.OpBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
 		w.subs = w.subs[:i]
 		return nil
 	case jobCommit, jobPrepare:
@@ -373,8 +376,8 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 
 // finish frees the worker after its transaction ended, with err.
 func (w *parallelWorker) finish(ctx context.Context, err error) error {
-	if err != nil && !w.a.sess.lost() {
-		_ = w.a.sess.rollback(ctx)
+	if err != nil && !w.a.sess.Lost() {
+		_ = w.a.sess.Rollback(ctx)
 	}
 	w.mu.Lock()
 	w.xid = 0
@@ -384,7 +387,7 @@ func (w *parallelWorker) finish(ctx context.Context, err error) error {
 
 // savepointName names the savepoint of subtransaction subxid.
 func savepointName(subxid uint32) string {
-	return quoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
+	return sqlgen.QuoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
 }
 
 // change applies one message of a stream block, of subtransaction subxid.
@@ -420,7 +423,7 @@ func (w *parallelWorker) change(ctx context.Context, raw []byte, subxid uint32) 
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
 			}
-			a.sess.queueSQL(opBegin, nil, "SAVEPOINT "+savepointName(subxid))
+			a.sess.QueueSQL(pipeline.OpBegin, nil, "SAVEPOINT "+savepointName(subxid))
 			w.subs = append(w.subs, subxid)
 		}
 		if ins, ok := m.(*protocol.Insert); ok {
@@ -433,10 +436,10 @@ func (w *parallelWorker) change(ctx context.Context, raw []byte, subxid uint32) 
 		if err := a.changeNet(ctx, msg); err != nil {
 			return a.fail(ctx, err)
 		}
-		if a.sess.full() {
+		if a.sess.Full() {
 			// Sent without waiting: the target executes it while the next
 			// changes are compacted (one-deep pipelining, target.go).
-			if failed, err := a.sess.sendAsync(ctx, nil); err != nil {
+			if failed, err := a.sess.SendAsync(ctx, nil); err != nil {
 				return a.failStmt(ctx, failed, err)
 			}
 		}
@@ -450,35 +453,35 @@ func (w *parallelWorker) change(ctx context.Context, raw []byte, subxid uint32) 
 func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	a := w.a
 	a.applied = j.applied // the position a rewind goes back to
-	a.txn.finalLSN, a.queue.txnLSN = j.lsn, j.lsn
+	a.txn.finalLSN, a.queue.TxnLSN = j.lsn, j.lsn
 	if err := w.endCopy(ctx); err != nil {
 		return err
 	}
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
-	a.sess.queueSQL(opOrigin, nil, "SELECT pg_catalog.txid_current()")
+	a.sess.QueueSQL(pipeline.OpOrigin, nil, "SELECT pg_catalog.txid_current()")
 	if j.kind == jobCommit {
 		a.queueOriginAdvance(j.end, j.at)
-		a.sess.queueSQL(opCommit, nil, "COMMIT")
-		if failed, err := a.sess.flush(ctx); err != nil {
+		a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
+		if failed, err := a.sess.Flush(ctx); err != nil {
 			return a.failStmt(ctx, failed, err)
 		}
-		a.queue.done = a.queue.done[:0]
+		a.queue.Done = a.queue.Done[:0]
 		return nil
 	}
 	a.tp.gid = j.gid
 	a.params = append(state.AppendXactSetupArgs(a.params[:0], j.end, j.at.Time()), []byte(j.gid))
 	a.formats = append(a.formats[:0], 0, 0, 0)
-	sd, err := a.sess.statementFor(ctx, state.XactSetupUnlessPreparedSQL, nil)
+	sd, err := a.sess.StatementFor(ctx, state.XactSetupUnlessPreparedSQL, nil)
 	if err != nil {
 		return a.fail(ctx, err)
 	}
-	a.sess.queueStmt(opOrigin, nil, sd, a.params, a.formats, 0, 0)
-	a.sess.queueSQL(opCommit, nil, twophase.PrepareSQL(j.gid))
-	if failed, err := a.sess.flush(ctx); err != nil {
+	a.sess.QueueStmt(pipeline.OpOrigin, nil, sd, a.params, a.formats, 0, 0)
+	a.sess.QueueSQL(pipeline.OpCommit, nil, twophase.PrepareSQL(j.gid))
+	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failPrepare(ctx, failed, err)
 	}
-	a.queue.done = a.queue.done[:0]
+	a.queue.Done = a.queue.Done[:0]
 	return nil
 }

@@ -28,8 +28,8 @@ func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 		if err := a.dropSpilled(m.Xid); err != nil {
 			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction skipped by --skip-lsn")
 		}
-		a.queue.txnXid, a.queue.txnLSN = m.Xid, m.CommitLSN
-		a.sess.begin()
+		a.queue.TxnXid, a.queue.TxnLSN = m.Xid, m.CommitLSN
+		a.sess.Begin()
 		a.recordUserSkip()
 		return a.commit(ctx, m.EndLSN, m.CommitTime)
 	}
@@ -84,8 +84,8 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 	}
 	defer r.Close()
 	p := &replayer{r: r, dec: st.dec, xid: xid, path: path, a: a, ctx: ctx, lastKeepalive: time.Now()}
-	a.queue.txnXid, a.queue.txnLSN = xid, a.txn.finalLSN // as a Begin does
-	a.sess.begin()
+	a.queue.TxnXid, a.queue.TxnLSN = xid, a.txn.finalLSN // as a Begin does
+	a.sess.Begin()
 	var runRel uint32 // the relation of a run of inserts, and its length
 	var run int
 	for {
@@ -130,7 +130,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if err := a.change(ctx, msg); err != nil {
 				return a.fail(ctx, err)
 			}
-			if a.sess.full() || a.checks(msg) {
+			if a.sess.Full() || a.checks(msg) {
 				if failed, err := a.flushChange(ctx, msg); err != nil {
 					return a.failStmt(ctx, failed, err)
 				}

@@ -9,6 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -65,8 +69,8 @@ func (a *applier) checks(msg protocol.Message) bool {
 
 // flushChange sends what is queued and reads the results; in the checked
 // transaction an error about a value of msg names its column.
-func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*queuedStmt, error) {
-	failed, err := a.sess.flush(ctx)
+func (a *applier) flushChange(ctx context.Context, msg protocol.Message) (*pipeline.Stmt, error) {
+	failed, err := a.sess.Flush(ctx)
 	if err != nil && a.checking() {
 		err = a.checkValues(ctx, failed, msg, err)
 	}
@@ -86,20 +90,20 @@ const valueProbeSQL = `SELECT pg_catalog.json_populate_record(NULL::%s, pg_catal
 // withColumn narrows the error down to, else every column written; the
 // first whose value alone the target rejects with the same SQLSTATE is
 // named. Otherwise err is returned unchanged.
-func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.Message, err error) error {
+func (a *applier) checkValues(ctx context.Context, q *pipeline.Stmt, msg protocol.Message, err error) error {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.Target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
+	if q == nil || q.Rel == nil || q.Rel.Target == nil || a.catalog == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) {
 		return err
 	}
-	e := q.rel
+	e := q.Rel
 	var t *protocol.TupleData
 	switch m := msg.(type) {
 	case *protocol.Insert:
-		if m.RelationID == e.Rel.RelationID && q.op == opInsert {
+		if m.RelationID == e.Rel.RelationID && q.Op == pipeline.OpInsert {
 			t = &m.New
 		}
 	case *protocol.Update:
-		if m.RelationID == e.Rel.RelationID && q.op == opUpdate {
+		if m.RelationID == e.Rel.RelationID && q.Op == pipeline.OpUpdate {
 			t = &m.New
 		}
 	}
@@ -126,10 +130,10 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 			format = 1
 		}
 		_, perr := a.catalog.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(tc.Name), c.Data},
-			[]uint32{textOID, tc.TypeOID}, []int16{0, format}, nil).Close()
+			[]uint32{compact.TextOID, tc.TypeOID}, []int16{0, format}, nil).Close()
 		var probe *pgconn.PgError
 		if errors.As(perr, &probe) && probe.Code == pgErr.Code {
-			return &columnError{columns: []string{quoteIdent(e.Rel.Columns[i].Name)}, typ: tc.TypeName,
+			return &columnError{columns: []string{sqlgen.QuoteIdent(e.Rel.Columns[i].Name)}, typ: tc.TypeName,
 				value: a.describeValue(ctx, tc, c), err: err}
 		}
 		if perr != nil && !errors.As(perr, &probe) {
@@ -141,14 +145,14 @@ func (a *applier) checkValues(ctx context.Context, q *queuedStmt, msg protocol.M
 
 // candidateColumns returns the source columns a columnError in err names
 // (quoted names, as withColumn writes them), in the relation's order.
-func candidateColumns(q *queuedStmt, err error) []int {
+func candidateColumns(q *pipeline.Stmt, err error) []int {
 	var ce *columnError
 	if !errors.As(err, &ce) {
 		return nil
 	}
 	var idx []int
-	for i, c := range q.rel.Rel.Columns {
-		if q.rel.Tcol[i] >= 0 && slices.Contains(ce.columns, quoteIdent(c.Name)) {
+	for i, c := range q.Rel.Rel.Columns {
+		if q.Rel.Tcol[i] >= 0 && slices.Contains(ce.columns, sqlgen.QuoteIdent(c.Name)) {
 			idx = append(idx, i)
 		}
 	}
@@ -158,7 +162,7 @@ func candidateColumns(q *queuedStmt, err error) []int {
 // describeValue is valueShape of a value, a binary one read in its text
 // form on the target first (its length and, for a number, its digits say
 // more than its size in bytes).
-func (a *applier) describeValue(ctx context.Context, tc *targetColumn, c *protocol.TupleColumn) string {
+func (a *applier) describeValue(ctx context.Context, tc *relmap.Column, c *protocol.TupleColumn) string {
 	if c.Kind != protocol.ColumnBinary {
 		return valueShape(c)
 	}
@@ -244,13 +248,13 @@ func isValueError(e *pgconn.PgError) bool {
 // unchecked reports whether err, of statement q, is a value error from the
 // target (isValueError) on an INSERT, UPDATE or COPY whose value was not
 // checked yet (checkValues): Run's retry then checks it.
-func unchecked(q *queuedStmt, err error) bool {
+func unchecked(q *pipeline.Stmt, err error) bool {
 	var pgErr *pgconn.PgError
-	if q == nil || q.rel == nil || q.rel.Target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
+	if q == nil || q.Rel == nil || q.Rel.Target == nil || !errors.As(err, &pgErr) || !isValueError(pgErr) ||
 		strings.Contains(pgErr.Message, "column") {
 		return false
 	}
-	if q.op != opInsert && q.op != opUpdate && q.op != opCopy {
+	if q.Op != pipeline.OpInsert && q.Op != pipeline.OpUpdate && q.Op != pipeline.OpCopy {
 		return false
 	}
 	var ce *columnError

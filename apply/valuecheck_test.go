@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -36,25 +38,25 @@ func TestValueShape(t *testing.T) {
 // earlier transaction than the last retry stopped at; a checked one, or
 // another error, does not.
 func TestUncheckedRetry(t *testing.T) {
-	rel := &relEntry{Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "v"}}},
-		Target: &targetTable{Columns: []targetColumn{{Name: "v", TypeName: "character varying(3)"}}}, Tcol: []int{0}}
+	rel := &relmap.Entry{Rel: &protocol.Relation{Columns: []protocol.RelationColumn{{Name: "v"}}},
+		Target: &relmap.Table{Columns: []relmap.Column{{Name: "v", TypeName: "character varying(3)"}}}, Tcol: []int{0}}
 	tooLong := &pgconn.PgError{Severity: "ERROR", Code: "22001", Message: "value too long for type character varying(3)"}
 	for _, c := range []struct {
 		name string
-		q    *queuedStmt
+		q    *pipeline.Stmt
 		err  error
 		want bool
 	}{
-		{"insert", &queuedStmt{op: opInsert, rel: rel}, tooLong, true},
-		{"copy", &queuedStmt{op: opCopy, rel: rel}, tooLong, true},
-		{"named, not checked", &queuedStmt{op: opUpdate, rel: rel}, &columnError{columns: []string{`"v"`}, err: tooLong}, true},
-		{"checked", &queuedStmt{op: opInsert, rel: rel}, &columnError{columns: []string{`"v"`}, value: "a value of 4 characters", err: tooLong}, false},
-		{"delete", &queuedStmt{op: opDelete, rel: rel}, tooLong, false},
-		{"not a value error", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23505"}, false},
-		{"names its column", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "22004", Message: `null value in column "v"`}, false},
-		{"a domain's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `value for domain public.code violates check constraint "c"`}, true},
-		{"a table's check", &queuedStmt{op: opInsert, rel: rel}, &pgconn.PgError{Code: "23514", Message: `new row for relation "t" violates check constraint "c"`}, false},
-		{"no relation", &queuedStmt{op: opInsert}, tooLong, false},
+		{"insert", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, tooLong, true},
+		{"copy", &pipeline.Stmt{Op: pipeline.OpCopy, Rel: rel}, tooLong, true},
+		{"named, not checked", &pipeline.Stmt{Op: pipeline.OpUpdate, Rel: rel}, &columnError{columns: []string{`"v"`}, err: tooLong}, true},
+		{"checked", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, &columnError{columns: []string{`"v"`}, value: "a value of 4 characters", err: tooLong}, false},
+		{"delete", &pipeline.Stmt{Op: pipeline.OpDelete, Rel: rel}, tooLong, false},
+		{"not a value error", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, &pgconn.PgError{Code: "23505"}, false},
+		{"names its column", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, &pgconn.PgError{Code: "22004", Message: `null value in column "v"`}, false},
+		{"a domain's check", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, &pgconn.PgError{Code: "23514", Message: `value for domain public.code violates check constraint "c"`}, true},
+		{"a table's check", &pipeline.Stmt{Op: pipeline.OpInsert, Rel: rel}, &pgconn.PgError{Code: "23514", Message: `new row for relation "t" violates check constraint "c"`}, false},
+		{"no relation", &pipeline.Stmt{Op: pipeline.OpInsert}, tooLong, false},
 		{"no statement", nil, tooLong, false},
 	} {
 		if got := unchecked(c.q, c.err); got != c.want {

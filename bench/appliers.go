@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/testenv"
 )
 
 // pollInterval is how often the target is asked for the marker row: small
@@ -49,6 +50,11 @@ func (r *runEnv) drainBuiltin(ctx context.Context, w workload, timeout time.Dura
 			quoteLiteral(r.source.ConnString(r.db)), publication)
 	}
 	start := time.Now()
+	if r.schema {
+		if err := r.restoreSchema(ctx); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := conn.Exec(ctx, create); err != nil {
 		return 0, fmt.Errorf("creating the subscription: %w", err)
 	}
@@ -188,6 +194,13 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, w workload, strea
 	}
 	if w.initialCopy {
 		args = append(args, "--copy", "--create-slot", "--copy-workers", strconv.Itoa(h.opts.CopyWorkers))
+		if r.schema {
+			pgDump, err := testenv.Tool(schemaSourceVersion, "pg_dump")
+			if err != nil {
+				return 0, 0, "", err
+			}
+			args = append(args, "--schema", "--index-workers", strconv.Itoa(h.opts.CopyWorkers), "--pg-dump", pgDump)
+		}
 	}
 	args = append(args, h.opts.WalapplyFlags...)
 	logPath := filepath.Join(r.dir, "walapply.log")
@@ -222,6 +235,9 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, w workload, strea
 	})
 	d := time.Since(start)
 	hwm := vmHWM(cmd.Process.Pid)
+	if h.opts.KeepLogs != "" {
+		defer keepLog(h.opts, logPath, fmt.Sprintf("%s-pg%d-%s.log", w.name, r.version, time.Now().Format("150405")))
+	}
 	if err == nil {
 		err = r.drained(cmd.Process.Pid)
 	}
@@ -332,4 +348,17 @@ func goTool() string {
 		return filepath.Join(root, "bin", "go")
 	}
 	return "go"
+}
+
+// keepLog copies walapply's log of a drain into Options.KeepLogs as name
+// (for reading where a drain's time went: the copy's phases are logged);
+// a failure is only logged.
+func keepLog(opts Options, path, name string) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(opts.KeepLogs, name), b, 0o644)
+	}
+	if err != nil {
+		logf(opts.Log, "keeping walapply's log: %v", err)
+	}
 }

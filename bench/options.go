@@ -58,6 +58,15 @@ type Options struct {
 	// CopyWorkers is how many tables the copy workload copies at once,
 	// for both appliers; 0 means 2 (both appliers' default).
 	CopyWorkers int
+	// CopySchema runs the initial-copy workloads into a target without
+	// any table, the schema's creation timed with the copy: walapply
+	// with --schema, the built-in subscriber after pg_dump --schema-only
+	// restored with psql (migrate.go). The source is then PostgreSQL 15
+	// (the only pg_dump there is) and Versions are the targets'.
+	CopySchema bool
+	// KeepLogs, if set, is a directory that receives walapply's log of
+	// every drain.
+	KeepLogs string
 	// Command is recorded in the report as the command that produced it.
 	Command string
 	// Log receives one progress line per step; nil discards them.
@@ -70,7 +79,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	for _, w := range o.Workloads {
 		if _, ok := lookupWorkload(w); !ok {
-			return o, fmt.Errorf("%w: unknown workload %q (known: %s)", ErrOptions, w, strings.Join(WorkloadNames(), ", "))
+			return o, fmt.Errorf("%w: unknown workload %q (known: %s)", ErrOptions, w, strings.Join(allWorkloadNames(), ", "))
 		}
 	}
 	if len(o.Versions) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,8 @@ type runEnv struct {
 	source, target *testenv.Cluster
 	db             string
 	dir            string // scratch directory of the run
+	// schema says the target starts without tables (Options.CopySchema).
+	schema bool
 	// cpuStart is the clusters' CPU before the drain, cpu what the drain
 	// spent (drained).
 	cpuStart cpuSnapshot
@@ -157,10 +160,15 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	defer os.RemoveAll(dir)
 	r := &runEnv{version: version, scale: h.opts.Scale, db: benchDB, dir: dir}
 	var targetSettings map[string]string
+	sourceVersion := version
 	if w.initialCopy {
 		targetSettings = copySettings(h.opts.CopyWorkers)
+		if h.opts.CopySchema {
+			r.schema, sourceVersion = true, schemaSourceVersion
+			res.Note = fmt.Sprintf("source PostgreSQL %d, target %d, schema created in the drain (walapply --schema; builtin: pg_dump --schema-only | psql)", sourceVersion, version)
+		}
 	}
-	if r.source, r.target, err = startPair(ctx, version, targetSettings); err != nil {
+	if r.source, r.target, err = startPair(ctx, sourceVersion, version, targetSettings); err != nil {
 		res.Err = err
 		return res
 	}
@@ -214,7 +222,11 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	case Builtin:
 		res.Drain, err = r.drainBuiltin(ctx, w, h.opts.DrainTimeout)
 	case Walapply:
-		res.Drain, res.PeakRSS, res.Note, err = h.drainWalapply(ctx, r, w)
+		var note string
+		res.Drain, res.PeakRSS, note, err = h.drainWalapply(ctx, r, w)
+		if note != "" {
+			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+		}
 	}
 	res.Load = load1()
 	nb.stop()
@@ -245,18 +257,19 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 	return res
 }
 
-// startPair starts a source and a target cluster of one version at once.
-// targetSettings, if not nil, are extra settings of the target.
-func startPair(ctx context.Context, version int, targetSettings map[string]string) (source, target *testenv.Cluster, err error) {
+// startPair starts a source and a target cluster at once, of versions
+// sourceVersion and version. targetSettings, if not nil, are extra
+// settings of the target.
+func startPair(ctx context.Context, sourceVersion, version int, targetSettings map[string]string) (source, target *testenv.Cluster, err error) {
 	var (
 		wg       sync.WaitGroup
 		clusters [2]*testenv.Cluster
 		errs     [2]error
 	)
 	for i := range clusters {
-		opts := testenv.Options{Version: version}
+		opts := testenv.Options{Version: sourceVersion}
 		if i == 1 {
-			opts.Settings = targetSettings
+			opts.Version, opts.Settings = version, targetSettings
 		}
 		wg.Go(func() { clusters[i], errs[i] = testenv.Start(ctx, opts) })
 	}
@@ -267,7 +280,7 @@ func startPair(ctx context.Context, version int, targetSettings map[string]strin
 				_ = c.Close()
 			}
 		}
-		return nil, nil, fmt.Errorf("starting PostgreSQL %d clusters: %w", version, err)
+		return nil, nil, fmt.Errorf("starting PostgreSQL %d and %d clusters: %w", sourceVersion, version, err)
 	}
 	return clusters[0], clusters[1], nil
 }
@@ -282,6 +295,9 @@ func (r *runEnv) setup(ctx context.Context, w workload) error {
 			if err := c.CreateDatabase(ctx, r.db); err != nil {
 				errs[i] = err
 				return
+			}
+			if i == 1 && r.schema {
+				return // the drain creates the target's tables
 			}
 			if err := r.exec(ctx, c, `CREATE TABLE `+markerTable+` (id int PRIMARY KEY, at timestamptz NOT NULL)`); err != nil {
 				errs[i] = err

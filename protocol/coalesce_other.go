@@ -2,8 +2,16 @@
 
 package protocol
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
-// socketWaiting cannot ask the socket on this system: every read that
-// follows one that emptied the socket pauses.
+// socketAwait cannot ask the socket on this system: every read that
+// follows one that emptied the socket sleeps for the whole pause.
+func socketAwait(c net.Conn) func(time.Duration) {
+	return sleepUnlessEnough(socketWaiting(c), time.Sleep)
+}
+
+// socketWaiting cannot tell how much waits on this system.
 func socketWaiting(net.Conn) func() int { return func() int { return -1 } }

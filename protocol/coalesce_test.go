@@ -32,24 +32,20 @@ func TestCoalescingConnPauses(t *testing.T) {
 		name     string
 		sizes    []int         // what each read returns (-1: all asked)
 		deadline time.Duration // from now; 0: none
-		waiting  int           // bytes waiting on the socket (-1: unknown)
 		want     []time.Duration
 	}{
-		{"first read never pauses", []int{10}, 0, -1, []time.Duration{}},
-		{"after an emptied socket", []int{10, 10, 10}, 0, -1, []time.Duration{time.Millisecond, time.Millisecond}},
-		{"not after a full buffer", []int{-1, 10, -1, -1}, 0, -1, []time.Duration{time.Millisecond}},
-		{"while little waits", []int{10, 10}, 0, coalesceEnough - 1, []time.Duration{time.Millisecond}},
-		{"not while the walsender is ahead", []int{10, 10, 10}, 0, coalesceEnough, []time.Duration{}},
-		{"cut at the deadline", []int{10, 10}, 300 * time.Microsecond, -1, []time.Duration{300 * time.Microsecond}},
-		{"none past the deadline", []int{10, 10}, -time.Millisecond, -1, []time.Duration{}},
+		{"first read never pauses", []int{10}, 0, []time.Duration{}},
+		{"after an emptied socket", []int{10, 10, 10}, 0, []time.Duration{time.Millisecond, time.Millisecond}},
+		{"not after a full buffer", []int{-1, 10, -1, -1}, 0, []time.Duration{time.Millisecond}},
+		{"cut at the deadline", []int{10, 10}, 300 * time.Microsecond, []time.Duration{300 * time.Microsecond}},
+		{"none past the deadline", []int{10, 10}, -time.Millisecond, []time.Duration{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCoalescingConn(&scriptedConn{sizes: tc.sizes}, time.Millisecond)
 			slept := []time.Duration{}
-			c.sleep = func(d time.Duration) { slept = append(slept, d) }
+			c.await = func(d time.Duration) { slept = append(slept, d) }
 			c.now = func() time.Time { return now }
-			c.waiting = func() int { return tc.waiting }
 			if tc.deadline != 0 {
 				if err := c.SetReadDeadline(now.Add(tc.deadline)); err != nil {
 					t.Fatal(err)
@@ -73,8 +69,22 @@ func TestCoalescingConnPauses(t *testing.T) {
 	}
 }
 
+// Where the kernel cannot wait for a window's worth, the pause is a sleep,
+// skipped when that much already waits (the walsender is ahead).
+func TestSleepUnlessEnough(t *testing.T) {
+	for waiting, want := range map[int]int{-1: 1, 0: 1, coalesceEnough - 1: 1, coalesceEnough: 0, 4 * coalesceEnough: 0} {
+		slept := 0
+		sleepUnlessEnough(func() int { return waiting }, func(time.Duration) { slept++ })(time.Millisecond)
+		if slept != want {
+			t.Errorf("%d bytes waiting: slept %d times, want %d", waiting, slept, want)
+		}
+	}
+}
+
 // On a real socket: the dialer gives a TCP replication connection its small
-// receive buffer, and the connection can tell how much waits on it.
+// receive buffer, the connection can tell how much waits on it, and its
+// pause ends as soon as a window's worth waits, leaving the low-water mark
+// at 1 for the Go runtime's poller.
 func TestCoalescingConnOnSocket(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,23 +131,62 @@ func TestCoalescingConnOnSocket(t *testing.T) {
 	if size != 2*coalesceRcvBuf {
 		t.Errorf("SO_RCVBUF %d, want %d", size, 2*coalesceRcvBuf)
 	}
-	if n := c.waiting(); n != 0 {
+	waiting := socketWaiting(tc)
+	if n := waiting(); n != 0 {
 		t.Errorf("%d bytes waiting before any was sent", n)
 	}
 	if _, err := server.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); c.waiting() != 5; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); waiting() != 5; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes waiting, want the 5 sent", c.waiting())
+			t.Fatalf("%d bytes waiting, want the 5 sent", waiting())
 		}
 	}
 	buf := make([]byte, 16)
 	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "hello" {
 		t.Fatalf("read %q, %v; want hello", buf[:n], err)
 	}
-	if n := c.waiting(); n != 0 {
+	if n := waiting(); n != 0 {
 		t.Errorf("%d bytes waiting after all was read", n)
+	}
+
+	// The wait goes on while less than a window's worth waits, and ends
+	// once that much does, however long it may be: an hour here (the guard
+	// below fails a wait that misses it long before). A correct wait never
+	// ends early, so the look for one cannot fail it by chance.
+	if _, err := server.Write(make([]byte, coalesceEnough-1)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); waiting() < coalesceEnough-1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes waiting, want the %d sent", waiting(), coalesceEnough-1)
+		}
+	}
+	done := make(chan struct{})
+	go func() { c.await(time.Hour); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("the pause ended with less than a window's worth waiting")
+	default:
+	}
+	if _, err := server.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the pause went on with a window's worth waiting")
+	}
+	var lowat int
+	if err := raw.Control(func(fd uintptr) {
+		lowat, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if lowat != 1 {
+		t.Errorf("SO_RCVLOWAT %d after the pause, want 1", lowat)
 	}
 }
 

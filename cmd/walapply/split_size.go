@@ -8,9 +8,13 @@ import (
 
 // parseSplitSize reads --copy-split-size: bytes, or a number with kB, MB,
 // GB or TB (powers of 1024, as PostgreSQL's memory settings); "0" or "off"
-// never splits (apply.Config.CopySplitSize negative).
+// never splits (apply.Config.CopySplitSize negative); "auto" is the
+// default (0: 256MB with --schema, else 1GB).
 func parseSplitSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	if s == "auto" {
+		return 0, nil
+	}
 	if s == "off" || s == "0" {
 		return -1, nil
 	}

@@ -12,7 +12,11 @@ import (
 type Message struct {
 	V          int      `json:"v"`
 	Kind       string   `json:"kind"`
+	Xid        uint32   `json:"xid"`
+	Key        string   `json:"key"`
 	Seq        int      `json:"seq"`
+	Mark       bool     `json:"mark"`
+	Tag        string   `json:"tag"`
 	Query      string   `json:"query"`
 	SearchPath string   `json:"search_path"`
 	Role       string   `json:"role"`

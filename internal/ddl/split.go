@@ -1,9 +1,6 @@
 package ddl
 
-import (
-	"errors"
-	"strings"
-)
+import "strings"
 
 // Split cuts a query string into its statements at the semicolons that
 // end them, as the server's parser would: not inside quoted strings
@@ -159,58 +156,6 @@ func stripComments(s string) string {
 			return s
 		}
 	}
-}
-
-// notDDL are the first words of statements that never fire a DDL event
-// trigger themselves but may run DDL inside (DO, CALL, SELECT f()) or
-// only set up the session or transaction: a query string's DDL is one of
-// its other statements.
-var notDDL = map[string]bool{
-	"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "WITH": true,
-	"VALUES": true, "TABLE": true, "COPY": true, "DO": true, "CALL": true, "EXECUTE": true,
-	"SET": true, "RESET": true, "SHOW": true, "BEGIN": true, "START": true, "COMMIT": true,
-	"END": true, "ROLLBACK": true, "ABORT": true, "SAVEPOINT": true, "RELEASE": true,
-	"EXPLAIN": true, "PREPARE": true, "DEALLOCATE": true, "LOCK": true, "LISTEN": true,
-	"UNLISTEN": true, "NOTIFY": true, "DISCARD": true, "ANALYZE": true, "ANALYSE": true,
-	"VACUUM": true, "CHECKPOINT": true, "FETCH": true, "MOVE": true, "CLOSE": true, "DECLARE": true,
-}
-
-// Why a command message's query string cannot be replayed (Statement).
-var (
-	ErrNested  = errors.New("the DDL ran inside a function, procedure or DO block, which cannot be replayed without running the rest of it again")
-	ErrSeveral = errors.New("its query string holds more than one DDL statement (send them one at a time)")
-)
-
-// Statement returns the one statement of a command message to execute on
-// the target: its query string's only statement that may be DDL, and only
-// for the first DDL statement of the string (Seq 1). It fails with
-// ErrNested when the string holds none (the DDL ran inside a function,
-// procedure or DO block) and ErrSeveral when it holds several: replaying
-// the whole string would run its other statements, whose changes the
-// stream carries already, a second time.
-func (m *Message) Statement() (string, error) {
-	if m.Seq > 1 {
-		return "", ErrSeveral
-	}
-	stmt := ""
-	for _, s := range Split(m.Query) {
-		w := stripComments(s)
-		k := 0
-		for k < len(w) && isIdent(w[k]) {
-			k++
-		}
-		if notDDL[strings.ToUpper(w[:k])] {
-			continue
-		}
-		if stmt != "" {
-			return "", ErrSeveral
-		}
-		stmt = s
-	}
-	if stmt == "" {
-		return "", ErrNested
-	}
-	return stmt, nil
 }
 
 // InTransaction returns stmt as it can run inside a transaction block:

@@ -1,6 +1,7 @@
 package ddl
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -29,25 +30,53 @@ func TestSplit(t *testing.T) {
 }
 
 func TestStatement(t *testing.T) {
+	const migration = "CREATE TABLE a (id int PRIMARY KEY); INSERT INTO a VALUES (1); SET search_path = s, public;\n" +
+		"-- a comment; with a semicolon\nALTER TABLE t ADD COLUMN x int; CREATE UNIQUE INDEX ON t (x);\n" +
+		"GRANT app TO other; CREATE ROLE r; COMMENT ON TABLE a IS 'it''s; a'; SELECT 1; TRUNCATE a; REINDEX TABLE a;\n" +
+		"CREATE OR REPLACE TEMP VIEW v AS SELECT 1; DROP TABLE IF EXISTS b; GRANT SELECT ON a TO PUBLIC; SELECT 1 INTO c; CREATE TABLE d AS SELECT 2"
 	for _, c := range []struct {
 		q    string
 		seq  int
+		tag  string
 		want string
-		ok   bool
+		err  error
 	}{
-		{"ALTER TABLE t ADD c int", 1, "ALTER TABLE t ADD c int", true},
-		{"SET search_path = s; ALTER TABLE t ADD c int; COMMIT", 1, "ALTER TABLE t ADD c int", true},
-		{"INSERT INTO t VALUES (1); ALTER TABLE t ADD c int", 1, "ALTER TABLE t ADD c int", true},
-		{"ALTER TABLE t ADD c int; ALTER TABLE t ADD d int", 1, "", false}, // several
-		{"ALTER TABLE t ADD c int; ALTER TABLE t ADD d int", 2, "", false},
-		{"DO $$BEGIN EXECUTE 'ALTER TABLE t ADD c int'; END$$", 1, "", false}, // inside a DO block
-		{"SELECT add_column()", 1, "", false},                                 // inside a function
-		{"/* why */ CREATE INDEX i ON t (a)", 1, "/* why */ CREATE INDEX i ON t (a)", true},
+		{"ALTER TABLE t ADD c int", 1, "ALTER TABLE", "ALTER TABLE t ADD c int", nil},
+		{"ALTER TABLE t ADD c int", 1, "", "ALTER TABLE t ADD c int", nil}, // (no tag: not checked)
+		{"SET search_path = s; ALTER TABLE t ADD c int; COMMIT", 1, "ALTER TABLE", "ALTER TABLE t ADD c int", nil},
+		{"INSERT INTO t VALUES (1); ALTER TABLE t ADD c int", 1, "ALTER TABLE", "ALTER TABLE t ADD c int", nil},
+		{"ALTER TABLE t ADD c int; ALTER TABLE t ADD d int", 1, "ALTER TABLE", "ALTER TABLE t ADD c int", nil},
+		{"ALTER TABLE t ADD c int; ALTER TABLE t ADD d int", 2, "ALTER TABLE", "ALTER TABLE t ADD d int", nil},
+		{"ALTER TABLE t ADD c int; ALTER TABLE t ADD d int", 3, "ALTER TABLE", "", ErrMismatch},
+		{"ALTER TABLE t ADD c int; CREATE INDEX ON t (c)", 2, "ALTER TABLE", "", ErrMismatch},
+		{"CREATE TABLE t (); CREATE INDEX ON t (c)", 1, "CREATE INDEX", "", ErrMismatch},
+		{"BEGIN; ALTER TABLE t ADD c int; ROLLBACK; ALTER TABLE t ADD d int", 1, "ALTER TABLE", "", ErrSeveral},
+		{"BEGIN; ALTER TABLE t ADD c int; ROLLBACK", 1, "ALTER TABLE", "ALTER TABLE t ADD c int", nil}, // (never decoded)
+		{"DO $$BEGIN EXECUTE 'ALTER TABLE t ADD c int'; END$$", 1, "ALTER TABLE", "", ErrNested},       // inside a DO block
+		{"ALTER TABLE t ADD d int; DO $$BEGIN EXECUTE 'ALTER TABLE t ADD c int'; END$$", 0, "ALTER TABLE", "", ErrNested},
+		{"SELECT add_column()", 1, "ALTER TABLE", "", ErrNested}, // inside a function
+		{"/* why */ CREATE INDEX i ON t (a)", 1, "CREATE INDEX", "/* why */ CREATE INDEX i ON t (a)", nil},
+		{migration, 1, "CREATE TABLE", "CREATE TABLE a (id int PRIMARY KEY)", nil},
+		{migration, 2, "ALTER TABLE", "-- a comment; with a semicolon\nALTER TABLE t ADD COLUMN x int", nil},
+		{migration, 3, "CREATE INDEX", "CREATE UNIQUE INDEX ON t (x)", nil},
+		{migration, 4, "COMMENT", "COMMENT ON TABLE a IS 'it''s; a'", nil},
+		{migration, 5, "CREATE VIEW", "CREATE OR REPLACE TEMP VIEW v AS SELECT 1", nil},
+		{migration, 6, "DROP TABLE", "DROP TABLE IF EXISTS b", nil},
+		{migration, 7, "GRANT", "GRANT SELECT ON a TO PUBLIC", nil},
+		{migration, 8, "SELECT INTO", "SELECT 1 INTO c", nil},
+		{migration, 9, "CREATE TABLE AS", "CREATE TABLE d AS SELECT 2", nil},
+		{migration, 10, "CREATE TABLE", "", ErrMismatch},
+		{"CREATE USER MAPPING FOR PUBLIC SERVER s; ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC", 2, "ALTER DEFAULT PRIVILEGES",
+			"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC", nil},
+		{"CREATE DATABASE x; CREATE CONSTRAINT TRIGGER tr AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()", 1, "CREATE TRIGGER",
+			"CREATE CONSTRAINT TRIGGER tr AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()", nil},
+		{"CREATE FUNCTION f() RETURNS int AS $b$ SELECT 1 INTO x; $b$ LANGUAGE sql; CREATE TABLE \"INTO\" ()", 2, "CREATE TABLE",
+			"CREATE TABLE \"INTO\" ()", nil},
 	} {
-		m := &Message{Kind: "command", Seq: c.seq, Query: c.q}
+		m := &Message{Kind: "command", Seq: c.seq, Tag: c.tag, Query: c.q}
 		got, err := m.Statement()
-		if ok := err == nil; got != c.want || ok != c.ok {
-			t.Errorf("Statement(%q, seq %d) = %q, %v; want %q, ok %v", c.q, c.seq, got, err, c.want, c.ok)
+		if got != c.want || !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
+			t.Errorf("Statement(%q, seq %d, %s) = %q, %v; want %q, %v", c.q, c.seq, c.tag, got, err, c.want, c.err)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func main() {
 
 func run() error {
 	fs := flag.NewFlagSet("walbench", flag.ContinueOnError)
-	workloads := fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "workloads to run, comma-separated")
+	workloads := fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "workloads to run, comma-separated (also: migrate, issue 20's initial copy)")
 	versions := fs.String("versions", "15,18", "PostgreSQL major versions, comma-separated")
 	appliers := fs.String("appliers", "builtin,walapply", "appliers to run, comma-separated (one alone for a quick trial)")
 	runs := fs.Int("runs", 3, "runs per applier, workload and version")
@@ -42,6 +42,8 @@ func run() error {
 	timeout := fs.Duration("drain-timeout", 0, "limit of one drain (default 20m)")
 	neighbour := fs.String("neighbour", "off", "CPU-bound processes beside every timed drain: off, cores (one per core) or a number")
 	copyWorkers := fs.Int("copy-workers", 2, "tables copied at once in the copy workload, by both appliers")
+	keepLogs := fs.String("keep-logs", "", "a directory to keep walapply's log of every drain in")
+	copySchema := fs.Bool("copy-schema", false, "copy and migrate workloads: the target starts without tables; walapply --schema, builtin after pg_dump --schema-only | psql (source PostgreSQL 15, --versions are the targets')")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -73,6 +75,8 @@ func run() error {
 		DrainTimeout:  *timeout,
 		Neighbour:     nb,
 		CopyWorkers:   *copyWorkers,
+		CopySchema:    *copySchema,
+		KeepLogs:      *keepLogs,
 		Command:       "go run ./bench/cmd/walbench " + strings.Join(os.Args[1:], " "),
 		Log:           os.Stderr,
 	})

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/protocol"
 )
 
 // copyRows builds net rows in c from tuples of (kind, value) pairs.
-func copyRows(c *compactor, tuples ...[]protocol.TupleColumn) []*netRow {
-	var rows []*netRow
+func copyRows(c *compact.Compactor, tuples ...[]protocol.TupleColumn) []*compact.Row {
+	var rows []*compact.Row
 	for _, t := range tuples {
-		r := &netRow{Kind: netInsert}
+		r := &compact.Row{Kind: compact.NetInsert}
 		for i := range t {
 			r.Image = append(r.Image, c.Put(&t[i]))
 		}
@@ -46,7 +47,7 @@ func TestCopyFormatOf(t *testing.T) {
 		{"text and binary in two rows", [][]protocol.TupleColumn{{txt("1")}, {bin(0, 2)}}, []int{0}, 0},
 		{"a column not written", [][]protocol.TupleColumn{{txt("1"), bin(7)}}, []int{0}, protocol.ColumnText},
 	} {
-		c := newCompactor()
+		c := compact.New()
 		if got := copyFormatOf(copyRows(c, tc.rows...), tc.cols); got != tc.want {
 			t.Errorf("%s: copyFormatOf = %q, want %q", tc.name, got, tc.want)
 		}
@@ -57,7 +58,7 @@ func TestCopyFormatOf(t *testing.T) {
 // writes NULL and unchanged TOAST values as \N, and leaves columns that
 // are not written out.
 func TestCopyDataText(t *testing.T) {
-	c := newCompactor()
+	c := compact.New()
 	rows := copyRows(c,
 		[]protocol.TupleColumn{txt("1"), txt("a\tb\nc\rd\\e"), txt("skip"), null},
 		[]protocol.TupleColumn{txt("2"), txt(`\N`), txt("skip"), unchanged},
@@ -77,7 +78,7 @@ func TestCopyDataText(t *testing.T) {
 // the field count and each field's length (-1 for NULL) and bytes, then
 // the trailer.
 func TestCopyDataBinary(t *testing.T) {
-	c := newCompactor()
+	c := compact.New()
 	rows := copyRows(c,
 		[]protocol.TupleColumn{bin(0, 0, 0, 1), bin('x'), null},
 		[]protocol.TupleColumn{bin(0, 0, 0, 2), bin(), unchanged},

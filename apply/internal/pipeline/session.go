@@ -1,4 +1,4 @@
-package apply
+package pipeline
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -16,56 +17,58 @@ import (
 // is sent in several batches inside one target transaction, so memory does
 // not grow with the transaction (DESIGN.md invariant 3).
 const (
-	maxBatchStatements = 1000
-	maxBatchBytes      = 4 << 20
+	MaxBatchStatements = 1000
+	MaxBatchBytes      = 4 << 20
 )
 
-// opKind is what a queued statement does.
-type opKind uint8
+// Op is what a queued statement does.
+type Op uint8
 
 const (
-	opBegin opKind = iota
-	opInsert
-	opUpdate
-	opDelete
-	opTruncate
-	opOrigin
-	opCommit
-	opCopy // a run of inserts sent with COPY (target_copy.go)
+	OpBegin Op = iota
+	OpInsert
+	OpUpdate
+	OpDelete
+	OpTruncate
+	OpOrigin
+	OpCommit
+	OpCopy // a run of inserts sent with COPY (copy.go)
 )
 
-var opNames = [...]string{OpBegin, OpInsert, OpUpdate, OpDelete, OpTruncate, OpOriginProgress, OpCommit, OpCopy} // ops.go
+// opNames spell the kinds as apply's Op constants do (apply/ops.go;
+// TestOpNames holds them equal).
+var opNames = [...]string{"BEGIN", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "origin progress", "COMMIT", "INSERT (COPY)"}
 
-func (o opKind) String() string { return opNames[o] }
+func (o Op) String() string { return opNames[o] }
 
-// queuedStmt remembers what a statement in the batch was for, so that its
+// Stmt remembers what a statement in the batch was for, so that its
 // result can be checked and an error reported with the relation it concerns.
-type queuedStmt struct {
-	op        opKind
-	rel       *relEntry
-	sql       string // the statement's SQL, for rel.params
-	keyStart  int    // the row's key, rendered into targetSession.keys, for messages
-	keyEnd    int
-	xid       uint32       // the source transaction it belongs to
-	commitLSN protocol.LSN // ... and its commit LSN
-	// firstLSN is the commit LSN of the first source transaction in the
+type Stmt struct {
+	Op        Op
+	Rel       *relmap.Entry
+	SQL       string // the statement's SQL, for Rel.Params
+	KeyStart  int    // the row's key, rendered into StmtQueue.Keys, for messages
+	KeyEnd    int
+	Xid       uint32       // the source transaction it belongs to
+	CommitLSN protocol.LSN // ... and its commit LSN
+	// FirstLSN is the commit LSN of the first source transaction in the
 	// same target transaction (group commit): when it differs from
-	// commitLSN, a failure rolls back earlier source transactions too.
-	firstLSN protocol.LSN
-	// rows is how many rows a multi-row UPDATE or DELETE should change
+	// CommitLSN, a failure rolls back earlier source transactions too.
+	FirstLSN protocol.LSN
+	// Rows is how many rows a multi-row UPDATE or DELETE should change
 	// (0 means 1).
-	rows int
-	// conflict names the conflict kind the statement records itself
-	// (conflict.go): its result rows are the keys that conflicted.
-	conflict string
+	Rows int
+	// Conflict names the conflict kind the statement records itself
+	// (apply's conflict_sql.go): its result rows are the keys that conflicted.
+	Conflict string
 }
 
-// targetSession is the connection that applies changes on the target. It
+// Session is the connection that applies changes on the target. It
 // queues statements into a pgconn.Batch, which encodes them at once (so the
 // caller's buffers may be reused right away) and sends them in one round
 // trip when flushed.
-type targetSession struct {
-	stmtQueue // what the queued statements are for (applier_target.go)
+type Session struct {
+	StmtQueue // what the queued statements are for (queue.go)
 
 	conn  *pgx.Conn
 	pg    *pgconn.PgConn
@@ -77,11 +80,11 @@ type targetSession struct {
 	flying inflight // the batch sent and not yet read
 
 	// steps are the parts of the queue before batch when it holds a COPY
-	// (target_copy.go); closed counts the queued statements they hold.
+	// (copy.go); closed counts the queued statements they hold.
 	steps  []sendStep
 	closed int
 
-	// unprepared are statements handed out by statementFor while a batch
+	// unprepared are statements handed out by StatementFor while a batch
 	// was in flight: batches parse them (unnamed) until the connection is
 	// next idle, when they are prepared for good.
 	unprepared map[*pgconn.StatementDescription]struct{}
@@ -105,12 +108,13 @@ var sessionSetupSQL = []string{
 	"SET idle_in_transaction_session_timeout = 0",
 }
 
-func newTargetSession(conn *pgx.Conn) *targetSession {
-	return &targetSession{conn: conn, pg: conn.PgConn(), batch: &pgconn.Batch{}}
+// New returns the session on conn; Setup prepares it.
+func New(conn *pgx.Conn) *Session {
+	return &Session{conn: conn, pg: conn.PgConn(), batch: &pgconn.Batch{}}
 }
 
-// setup prepares the session; origin is the replication origin to set up.
-func (s *targetSession) setup(ctx context.Context, origin string) error {
+// Setup prepares the session; origin is the replication origin to set up.
+func (s *Session) Setup(ctx context.Context, origin string) error {
 	s.origin = origin
 	for _, q := range sessionSetupSQL {
 		if _, err := s.pg.Exec(ctx, q).ReadAll(); err != nil {
@@ -120,17 +124,17 @@ func (s *targetSession) setup(ctx context.Context, origin string) error {
 	if err := state.SessionSetup(ctx, s.conn, origin); err != nil {
 		return fmt.Errorf("setting up the target session: %w", err)
 	}
-	sd, err := s.prepare(ctx, state.XactSetupSQL, nil)
+	sd, err := s.Prepare(ctx, state.XactSetupSQL, nil)
 	if err != nil {
 		return err
 	}
-	s.xactSetup = sd
+	s.XactSetup = sd
 	return nil
 }
 
-// prepare creates a named prepared statement. The caller drains a batch in
+// Prepare creates a named prepared statement. The caller drains a batch in
 // flight first (the connection does one thing at a time).
-func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
 	s.seq++
 	sd, err := s.pg.Prepare(ctx, "walapply_"+strconv.Itoa(s.seq), sql, paramOIDs)
 	if err != nil {
@@ -139,35 +143,35 @@ func (s *targetSession) prepare(ctx context.Context, sql string, paramOIDs []uin
 	return sd, nil
 }
 
-// statementFor returns the prepared statement for sql, preparing it at
+// StatementFor returns the prepared statement for sql, preparing it at
 // once when the connection is idle. While a batch is in flight, preparing
 // would mean waiting for it first (the connection does one thing at a
 // time), and the target would sit idle while the next batch is built: the
-// statement is then returned unprepared (an empty Name) and queueStmt
-// parses it within the batch, until sendAsync, between reading one batch
+// statement is then returned unprepared (an empty Name) and QueueStmt
+// parses it within the batch, until SendAsync, between reading one batch
 // and sending the next, prepares it for good. The description is updated
 // in place, so callers may cache it.
-func (s *targetSession) statementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
-	if !s.busy() {
-		return s.prepare(ctx, sql, paramOIDs)
+func (s *Session) StatementFor(ctx context.Context, sql string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	if !s.Busy() {
+		return s.Prepare(ctx, sql, paramOIDs)
 	}
 	sd := &pgconn.StatementDescription{SQL: sql, ParamOIDs: paramOIDs}
 	s.deferPrepare(sd)
 	return sd, nil
 }
 
-func (s *targetSession) deferPrepare(sd *pgconn.StatementDescription) {
+func (s *Session) deferPrepare(sd *pgconn.StatementDescription) {
 	if s.unprepared == nil {
 		s.unprepared = map[*pgconn.StatementDescription]struct{}{}
 	}
 	s.unprepared[sd] = struct{}{}
 }
 
-// prepareDeferred prepares the statements statementFor handed out
+// prepareDeferred prepares the statements StatementFor handed out
 // unprepared. The connection must be idle.
-func (s *targetSession) prepareDeferred(ctx context.Context) error {
+func (s *Session) prepareDeferred(ctx context.Context) error {
 	for sd := range s.unprepared {
-		p, err := s.prepare(ctx, sd.SQL, sd.ParamOIDs)
+		p, err := s.Prepare(ctx, sd.SQL, sd.ParamOIDs)
 		if err != nil {
 			return err
 		}
@@ -177,45 +181,45 @@ func (s *targetSession) prepareDeferred(ctx context.Context) error {
 	return nil
 }
 
-// begin queues the start of a target transaction. Deferred constraints are
+// Begin queues the start of a target transaction. Deferred constraints are
 // checked at once: a COMMIT must not fail after the origin's progress was
 // set up, because on PostgreSQL 16+ an aborted transaction advances the
 // origin too (see state's package doc).
-func (s *targetSession) begin() {
-	s.firstLSN = s.txnLSN
-	s.queueSQL(opBegin, nil, "BEGIN")
-	s.queueSQL(opBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
+func (s *Session) Begin() {
+	s.FirstLSN = s.TxnLSN
+	s.QueueSQL(OpBegin, nil, "BEGIN")
+	s.QueueSQL(OpBegin, nil, "SET CONSTRAINTS ALL IMMEDIATE")
 }
 
-func (s *targetSession) queueSQL(op opKind, rel *relEntry, sql string) {
+func (s *Session) QueueSQL(op Op, rel *relmap.Entry, sql string) {
 	s.batch.ExecParams(sql, nil, nil, nil, nil)
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
+	s.Queued = append(s.Queued, Stmt{Op: op, Rel: rel, Xid: s.TxnXid, CommitLSN: s.TxnLSN, FirstLSN: s.FirstLSN})
 	s.bytes += len(sql)
 }
 
-func (s *targetSession) queueStmt(op opKind, rel *relEntry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
-	if sd.Name == "" { // not prepared yet (statementFor)
+func (s *Session) QueueStmt(op Op, rel *relmap.Entry, sd *pgconn.StatementDescription, params [][]byte, formats []int16, keyStart, keyEnd int) {
+	if sd.Name == "" { // not prepared yet (StatementFor)
 		s.batch.ExecParams(sd.SQL, params, sd.ParamOIDs, formats, nil)
 		s.deferPrepare(sd) // again, if a failure dropped it
 	} else {
 		s.batch.ExecStatement(sd, params, formats, nil)
 	}
-	s.queued = append(s.queued, queuedStmt{op: op, rel: rel, sql: sd.SQL, keyStart: keyStart, keyEnd: keyEnd, xid: s.txnXid, commitLSN: s.txnLSN, firstLSN: s.firstLSN})
+	s.Queued = append(s.Queued, Stmt{Op: op, Rel: rel, SQL: sd.SQL, KeyStart: keyStart, KeyEnd: keyEnd, Xid: s.TxnXid, CommitLSN: s.TxnLSN, FirstLSN: s.FirstLSN})
 	for _, p := range params {
 		s.bytes += len(p) + 8
 	}
 }
 
-func (s *targetSession) full() bool {
-	return len(s.queued) >= maxBatchStatements || s.bytes >= maxBatchBytes
+func (s *Session) Full() bool {
+	return len(s.Queued) >= MaxBatchStatements || s.bytes >= MaxBatchBytes
 }
 
-// commitMark is the source position a batch commits, for the applier to
+// CommitMark is the source position a batch commits, for the applier to
 // record once the batch's results show it succeeded.
-type commitMark struct {
-	end   protocol.LSN
-	at    protocol.Timestamp
-	count int // source transactions committed
+type CommitMark struct {
+	End   protocol.LSN
+	At    protocol.Timestamp
+	Count int // source transactions committed
 }
 
 // inflight is a batch sent to the target whose results are not read yet:
@@ -225,39 +229,39 @@ type commitMark struct {
 type inflight struct {
 	mrr    *pgconn.MultiResultReader
 	steps  *stepRunner
-	queued []queuedStmt
+	queued []Stmt
 	keys   []byte
-	mark   *commitMark
+	mark   *CommitMark
 }
 
-// flush sends the queued statements and reads their results (after those
+// Flush sends the queued statements and reads their results (after those
 // of a batch still in flight). On error it returns the failing statement
 // (nil when the failure concerns the batch as a whole, e.g. a broken
 // connection) and the error; the caller rolls back.
-func (s *targetSession) flush(ctx context.Context) (*queuedStmt, error) {
-	if q, err := s.drain(ctx); err != nil {
+func (s *Session) Flush(ctx context.Context) (*Stmt, error) {
+	if q, err := s.Drain(ctx); err != nil {
 		return q, err
 	}
 	if err := s.prepareDeferred(ctx); err != nil {
 		return nil, err
 	}
-	if len(s.queued) == 0 {
+	if len(s.Queued) == 0 {
 		return nil, nil
 	}
 	s.send(ctx, nil)
-	return s.drain(ctx)
+	return s.Drain(ctx)
 }
 
-// sendAsync sends the queued statements without waiting for their results,
+// SendAsync sends the queued statements without waiting for their results,
 // after reading those of the batch before it (whose failure it returns).
-func (s *targetSession) sendAsync(ctx context.Context, mark *commitMark) (*queuedStmt, error) {
-	if q, err := s.drain(ctx); err != nil {
+func (s *Session) SendAsync(ctx context.Context, mark *CommitMark) (*Stmt, error) {
+	if q, err := s.Drain(ctx); err != nil {
 		return q, err
 	}
 	if err := s.prepareDeferred(ctx); err != nil {
 		return nil, err
 	}
-	if len(s.queued) > 0 {
+	if len(s.Queued) > 0 {
 		s.send(ctx, mark)
 	}
 	return nil, nil
@@ -265,9 +269,9 @@ func (s *targetSession) sendAsync(ctx context.Context, mark *commitMark) (*queue
 
 // send writes the batch and makes it the one in flight; the queue starts
 // afresh, reusing the buffers of the batch before.
-func (s *targetSession) send(ctx context.Context, mark *commitMark) {
+func (s *Session) send(ctx context.Context, mark *CommitMark) {
 	spareQueued, spareKeys := s.flying.queued[:0], s.flying.keys[:0]
-	s.flying = inflight{queued: s.queued, keys: s.keys, mark: mark}
+	s.flying = inflight{queued: s.Queued, keys: s.Keys, mark: mark}
 	if len(s.steps) == 0 {
 		s.flying.mrr = s.pg.ExecBatch(ctx, s.batch)
 	} else {
@@ -275,22 +279,22 @@ func (s *targetSession) send(ctx context.Context, mark *commitMark) {
 		s.flying.steps = runSteps(ctx, s.pg, s.steps)
 		s.steps = nil
 	}
-	s.queued, s.keys = spareQueued, spareKeys
+	s.Queued, s.Keys = spareQueued, spareKeys
 	s.batch = &pgconn.Batch{}
 	s.bytes, s.closed = 0, 0
 }
 
-// busy reports whether a batch is in flight.
-func (s *targetSession) busy() bool { return s.flying.mrr != nil || s.flying.steps != nil }
+// Busy reports whether a batch is in flight.
+func (s *Session) Busy() bool { return s.flying.mrr != nil || s.flying.steps != nil }
 
-// drain reads the results of the batch in flight, if any. A commit it
+// Drain reads the results of the batch in flight, if any. A commit it
 // carried is appended to done.
-func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
+func (s *Session) Drain(ctx context.Context) (*Stmt, error) {
 	f := &s.flying
-	var o batchOutcome
-	settle := func(i int, r stmtResult) {
+	var o BatchOutcome
+	settle := func(i int, r Result) {
 		if i < len(f.queued) {
-			s.noteResult(&o, &f.queued[i], f.keys, r)
+			s.NoteResult(&o, &f.queued[i], f.keys, r)
 		}
 	}
 	var n int
@@ -301,7 +305,7 @@ func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
 		f.mrr = nil
 		n, err = readBatch(mrr, settle)
 	case f.steps != nil:
-		var rs []stmtResult
+		var rs []Result
 		rs, err = f.steps.wait()
 		f.steps = nil
 		for i, r := range rs {
@@ -311,56 +315,56 @@ func (s *targetSession) drain(ctx context.Context) (*queuedStmt, error) {
 	default:
 		return nil, nil
 	}
-	if err != nil && o.err == nil {
-		o.err = err
+	if err != nil && o.Err == nil {
+		o.Err = err
 		if n < len(f.queued) {
-			o.failed = &f.queued[n]
+			o.Failed = &f.queued[n]
 		}
 	}
-	if o.err != nil {
-		if o.failed != nil {
-			cp := *o.failed
-			return &cp, o.err
+	if o.Err != nil {
+		if o.Failed != nil {
+			cp := *o.Failed
+			return &cp, o.Err
 		}
-		return nil, o.err
+		return nil, o.Err
 	}
 	if f.mark != nil {
-		s.done = append(s.done, *f.mark)
+		s.Done = append(s.Done, *f.mark)
 		f.mark = nil
 	}
 	return nil, nil
 }
 
-// batchOutcome is the first failure among a batch's results.
-type batchOutcome struct {
-	failed *queuedStmt
-	err    error
+// BatchOutcome is the first failure among a batch's results.
+type BatchOutcome struct {
+	Failed *Stmt
+	Err    error
 }
 
-// noteResult checks one statement's result: the keys a self-recording
+// NoteResult checks one statement's result: the keys a self-recording
 // statement returned are passed on, the first error is kept in o, and an
 // UPDATE or DELETE that changed fewer rows than it should is reported.
-func (s *stmtQueue) noteResult(o *batchOutcome, q *queuedStmt, keys []byte, r stmtResult) {
-	if q.conflict != "" && s.conflicted != nil {
-		for _, k := range r.conflicts {
-			s.conflicted(q, k)
+func (s *StmtQueue) NoteResult(o *BatchOutcome, q *Stmt, keys []byte, r Result) {
+	if q.Conflict != "" && s.Conflicted != nil {
+		for _, k := range r.Conflicts {
+			s.Conflicted(q, k)
 		}
 	}
-	short := r.err == nil && q.conflict == "" && (q.op == opUpdate || q.op == opDelete) && r.tag.RowsAffected() < int64(max(q.rows, 1))
+	short := r.Err == nil && q.Conflict == "" && (q.Op == OpUpdate || q.Op == OpDelete) && r.Tag.RowsAffected() < int64(max(q.Rows, 1))
 	switch {
-	case r.err != nil && o.err == nil:
-		o.failed, o.err = q, r.err
-	case short && s.missing != nil:
-		s.missing(q, int(int64(max(q.rows, 1))-r.tag.RowsAffected()), string(keys[q.keyStart:q.keyEnd]))
+	case r.Err != nil && o.Err == nil:
+		o.Failed, o.Err = q, r.Err
+	case short && s.Missing != nil:
+		s.Missing(q, int(int64(max(q.Rows, 1))-r.Tag.RowsAffected()), string(keys[q.KeyStart:q.KeyEnd]))
 	}
 }
 
-// reset drops the queue and forgets a batch in flight (after a failure).
-func (s *targetSession) reset() {
+// Reset drops the queue and forgets a batch in flight (after a failure).
+func (s *Session) Reset() {
 	s.batch = &pgconn.Batch{}
-	s.queued = s.queued[:0]
+	s.Queued = s.Queued[:0]
 	s.bytes = 0
-	s.keys = s.keys[:0]
+	s.Keys = s.Keys[:0]
 	if s.flying.mrr != nil {
 		_ = s.flying.mrr.Close()
 	}
@@ -369,13 +373,13 @@ func (s *targetSession) reset() {
 	}
 	s.steps, s.closed = nil, 0
 	s.flying = inflight{queued: s.flying.queued[:0], keys: s.flying.keys[:0]}
-	clear(s.unprepared) // queueStmt defers them again when next used
+	clear(s.unprepared) // QueueStmt defers them again when next used
 }
 
-// rollback ends a failed or abandoned transaction. A broken connection has
+// Rollback ends a failed or abandoned transaction. A broken connection has
 // already lost it, which is just as good.
-func (s *targetSession) rollback(ctx context.Context) error {
-	s.reset()
+func (s *Session) Rollback(ctx context.Context) error {
+	s.Reset()
 	if s.pg.IsClosed() {
 		return nil
 	}
@@ -387,6 +391,6 @@ func (s *targetSession) rollback(ctx context.Context) error {
 }
 
 // isConnClosed tells whether the error left the session unusable.
-func (s *targetSession) broken(err error) bool {
+func (s *Session) Broken(err error) bool {
 	return s.pg.IsClosed() || errors.Is(err, context.Canceled)
 }
