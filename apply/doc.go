@@ -186,7 +186,8 @@
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
-//     stream_parallel_origin.go, stream_parallel_watch.go.
+//     stream_parallel_copy.go, stream_parallel_origin.go,
+//     stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_plan.go

@@ -30,7 +30,10 @@ import (
 //
 // WALAPPLY_BENCH_STREAMING=parallel runs both with streaming parallel
 // (walapply --streaming parallel, the subscription's streaming = parallel)
-// instead of on.
+// instead of on. WALAPPLY_BENCH_CPUPROFILE=file has walapply write a CPU
+// profile of its run there (--cpu-profile); WALAPPLY_BENCH_NOSUB=1 leaves
+// the subscription out; WALAPPLY_BENCH_BIN=path runs that walapply binary
+// instead of one built from this tree (for A/B runs).
 //
 // It runs on the newest version WALAPPLY_TEST_PG selects. walapply runs as
 // a process of its own (built from cmd/walapply); its peak RSS is VmHWM
@@ -69,7 +72,10 @@ func BenchmarkStreamedBig(b *testing.B) {
 	testenv.MustExec(b, tgt, "sub", table)
 	insert := fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, %d) g`, rows)
 	dataBytes := rows * (8 + 256)
-	bin := walapplyBinary(b)
+	bin := os.Getenv("WALAPPLY_BENCH_BIN")
+	if bin == "" {
+		bin = walapplyBinary(b)
+	}
 	rounds := 1
 	if s := os.Getenv("WALAPPLY_BENCH_ROUNDS"); s != "" {
 		if rounds, err = strconv.Atoi(s); err != nil || rounds <= 0 {
@@ -85,6 +91,11 @@ func BenchmarkStreamedBig(b *testing.B) {
 		b.Logf("%-9d %-14s %11.1fs %17.1fs %11.1fs %10.1f MiB %9.1fs %11.1fs   (maxrss %.1f MiB, spill peak %.2f GB)", round, "walapply",
 			w.load.Seconds(), w.apply.Seconds(), w.replay.Seconds(), float64(w.hwm)/1024, w.cpu.Seconds(), w.backendCPU.Seconds(),
 			float64(w.maxrss)/1024, float64(w.spill)/1e9)
+		if os.Getenv("WALAPPLY_BENCH_NOSUB") == "1" {
+			walSum += w.apply
+			peak = max(peak, w.hwm)
+			continue
+		}
 		p := benchSubscriber(b, src, tgt, insert, rows)
 		b.Logf("%-9d %-14s %11.1fs %17.1fs %12s %10.1f MiB %9.1fs %12s   (apply worker, which writes the target itself; its RSS counts the shared buffers it touched)", round, "PG subscriber",
 			p.load.Seconds(), p.apply.Seconds(), "", float64(p.hwm)/1024, p.cpu.Seconds(), "")
@@ -109,7 +120,7 @@ func benchStreaming() string {
 type benchResult struct {
 	load, apply, replay time.Duration // source INSERT; source COMMIT to target commit; walapply's replay
 	hwm, maxrss, spill  int64         // KiB, KiB, bytes
-	cpu, backendCPU     time.Duration // the consumer's CPU time; its target backend's (walapply)
+	cpu, backendCPU     time.Duration // the consumer's CPU time; its target backends' (walapply)
 }
 
 // benchWalapply runs the transaction with a walapply process consuming it.
@@ -125,6 +136,9 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--source", src.ConnString("postgres"), "--target", tgt.ConnString("postgres"),
 		"--slot", "wal", "--publication", "pub", "--spill-dir", spill, "--streaming", benchStreaming(), "--log-format", "json")
+	if prof := os.Getenv("WALAPPLY_BENCH_CPUPROFILE"); prof != "" {
+		cmd.Args = append(cmd.Args, "--cpu-profile", prof)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	proc, err := testutil.StartProcess(cmd)
 	if err != nil {
@@ -142,9 +156,18 @@ func benchWalapply(b *testing.B, bin string, src, tgt *testenv.Cluster, insert s
 	close(stopSpill)
 	r.hwm = vmHWM(proc.Pid())
 	if c, err := tgt.Connect(context.Background(), "postgres"); err == nil {
-		var pid int
-		_ = c.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply'`).Scan(&pid)
-		r.backendCPU = procCPU(pid)
+		// The main connection's backend and the parallel ones' (parallel
+		// mode applies the transaction on those).
+		rows, err := c.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = 'walapply wal apply' OR application_name LIKE 'walapply wal parallel %'`)
+		if err == nil {
+			for rows.Next() {
+				var pid int
+				if rows.Scan(&pid) == nil {
+					r.backendCPU += procCPU(pid)
+				}
+			}
+			rows.Close()
+		}
 		c.Close(context.Background())
 	}
 	_ = proc.Signal(syscall.SIGTERM)

@@ -277,7 +277,7 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 		if w == nil {
 			return false, nil
 		}
-		w.push(pjob{kind: jobChange, raw: slices.Clone(a.stream.raw), subxid: streamedXid(msg)})
+		w.add(a.stream.raw, streamedXid(msg))
 		return true, w.check()
 	case evStreamAbort:
 		m := msg.(*protocol.StreamAbort)

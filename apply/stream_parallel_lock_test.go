@@ -33,7 +33,11 @@ func TestParallelLockWait(t *testing.T) {
 		h.waitReplay("walapply s parallel 1", "d", time.Minute)
 		h.source(`UPDATE d SET b = 3 WHERE ctid = (SELECT ctid FROM d OFFSET 1 LIMIT 1)`)
 		h.waitLog(logs, time.Minute, "lock wait between the applier's connections")
-		h.expect(`SELECT b::text FROM d ORDER BY b`, "1", "3") // the small transaction went on
+		// The small transaction goes on: its commit follows the log line.
+		for deadline := time.Now().Add(time.Minute); h.scalar(false, `SELECT count(*)::text FROM d WHERE b = 3`) != "1" && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		h.expect(`SELECT b::text FROM d ORDER BY b`, "1", "3")
 		h.run(c1, rowsSQL("fill", 2001, 3000, "t"), "COMMIT")
 		h.waitCaughtUp("s", time.Minute)
 		if err := stop(); err != nil {

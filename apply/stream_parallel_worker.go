@@ -25,8 +25,9 @@ import (
 // prepared statements and batch) that runs no state machine: the run loop's
 // txnMachine has checked the framing.
 //
-// Its changes go through net-effect compaction (compact.go), as a group's
-// do, so that a long run of inserts reaches the target as one COPY: the
+// A long run of inserts into one relation is sent with COPY as it streams
+// (parallelCopy); other changes go through net-effect compaction
+// (compact.go), as a group's do, so that short runs are batched too: the
 // net state is written out at the end of every stream block, before a
 // savepoint is defined, before a Relation message changes a table it
 // holds, and before the commit or prepare. A Stream Abort comes between
@@ -44,6 +45,10 @@ type parallelWorker struct {
 	dec    *protocol.Decoder
 	jobs   chan pjob
 	done   chan struct{}
+	// pend is the chunk of changes being filled by the run loop, free the
+	// chunks the goroutine is done with (see pchunk).
+	pend *pchunk
+	free chan *pchunk
 
 	// busy: a transaction is assigned (run loop only).
 	busy bool
@@ -51,6 +56,8 @@ type parallelWorker struct {
 	// savepoint, innermost last (worker goroutine only).
 	xid  uint32
 	subs []uint32
+	// cp is the run of inserts being copied (worker goroutine only).
+	cp parallelCopy
 	// failed is set once the transaction failed (by the goroutine, or by
 	// lockWatch); err says why.
 	failed atomic.Bool
@@ -63,7 +70,7 @@ type jobKind uint8
 
 const (
 	jobBegin    jobKind = iota // open the target transaction for xid
-	jobChange                  // apply raw, a message of a stream block
+	jobChanges                 // apply chunk, messages of a stream block
 	jobIdle                    // the block ended: send what is queued
 	jobAbortSub                // roll back to subxid's savepoint
 	jobRollback                // roll back; the worker is free again
@@ -75,7 +82,7 @@ const (
 type pjob struct {
 	kind    jobKind
 	xid     uint32
-	raw     []byte
+	chunk   *pchunk
 	subxid  uint32
 	end     protocol.LSN
 	lsn     protocol.LSN // the commit or prepare LSN
@@ -85,8 +92,28 @@ type pjob struct {
 	reply   chan error
 }
 
-// workerQueue bounds the messages handed to a worker and not yet applied.
-const workerQueue = 256
+// workerQueue bounds the jobs handed to a worker and not yet done.
+const workerQueue = 16
+
+// pchunk is a run of messages of a stream block handed to a worker at
+// once: their bytes one after the other in data, each one's end in ends
+// and its subtransaction in subs. The run loop fills one while the worker
+// works on those before; a chunk is handed over when it holds chunkBytes
+// or chunkMessages, and before any other job, so the worker sees the
+// messages in order. One channel operation and no allocation per message
+// (chunks are reused through the worker's free list); memory is bounded by
+// workerQueue chunks.
+type pchunk struct {
+	data []byte
+	ends []int
+	subs []uint32
+}
+
+// Bounds of a chunk.
+const (
+	chunkBytes    = 64 << 10
+	chunkMessages = 512
+)
 
 // newParallelWorker connects worker id and sets its session up like the
 // main one's, with its own origin.
@@ -116,19 +143,63 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
 	w := &parallelWorker{id: id, origin: origin, conn: conn, ts: sess, pid: conn.PgConn().PID(), a: wa, dec: dec,
-		jobs: make(chan pjob, workerQueue), done: make(chan struct{})}
+		jobs: make(chan pjob, workerQueue), done: make(chan struct{}), free: make(chan *pchunk, workerQueue+2)}
 	go w.run(context.WithoutCancel(ctx))
 	return w, nil
 }
 
-// push hands a job over, waiting while the queue is full.
-func (w *parallelWorker) push(j pjob) { w.jobs <- j }
+// push hands a job over (after the chunk being filled), waiting while the
+// queue is full.
+func (w *parallelWorker) push(j pjob) {
+	w.handOver()
+	w.jobs <- j
+}
 
 // call hands a job over and waits for its result.
 func (w *parallelWorker) call(j pjob) error {
 	j.reply = make(chan error, 1)
-	w.jobs <- j
+	w.push(j)
 	return <-j.reply
+}
+
+// add appends a message of a stream block (of subtransaction subxid) to
+// the chunk being filled, handing the chunk over when it is full.
+func (w *parallelWorker) add(raw []byte, subxid uint32) {
+	c := w.pend
+	if c == nil {
+		select {
+		case c = <-w.free:
+		default:
+			c = &pchunk{data: make([]byte, 0, chunkBytes+4<<10)}
+		}
+		w.pend = c
+	}
+	c.data = append(c.data, raw...)
+	c.ends = append(c.ends, len(c.data))
+	c.subs = append(c.subs, subxid)
+	if len(c.data) >= chunkBytes || len(c.ends) >= chunkMessages {
+		w.handOver()
+	}
+}
+
+// handOver hands the chunk being filled over, if it holds anything.
+func (w *parallelWorker) handOver() {
+	if c := w.pend; c != nil && len(c.ends) > 0 {
+		w.pend = nil
+		w.jobs <- pjob{kind: jobChanges, chunk: c}
+	}
+}
+
+// recycle returns a chunk the goroutine is done with to the free list.
+func (w *parallelWorker) recycle(c *pchunk) {
+	if cap(c.data) > 4*chunkBytes {
+		return // grown by a huge message: let it go
+	}
+	c.data, c.ends, c.subs = c.data[:0], c.ends[:0], c.subs[:0]
+	select {
+	case w.free <- c:
+	default:
+	}
 }
 
 // check returns a fallback error once the worker's transaction failed.
@@ -215,6 +286,9 @@ func (w *parallelWorker) run(ctx context.Context) {
 	defer close(w.done)
 	for j := range w.jobs {
 		err := w.do(ctx, j)
+		if j.chunk != nil {
+			w.recycle(j.chunk)
+		}
 		if err != nil && !w.failed.Load() {
 			w.fail(err)
 			w.ts.Reset()
@@ -251,9 +325,11 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		a.txn = openTxn{xid: j.xid, finalLSN: 1}
 		a.queue.TxnXid, a.queue.TxnLSN = j.xid, 0
 		a.net = compact.New()
+		w.cp.reset()
 		a.sess.Begin()
 		return nil
 	case jobRollback:
+		w.cp.reset()
 		return w.finish(ctx, a.sess.Rollback(ctx))
 	}
 	if w.failed.Load() {
@@ -263,9 +339,19 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		return nil
 	}
 	switch j.kind {
-	case jobChange:
-		return w.change(ctx, j)
+	case jobChanges:
+		c, start := j.chunk, 0
+		for i, end := range c.ends {
+			if err := w.change(ctx, c.data[start:end], c.subs[i]); err != nil {
+				return err
+			}
+			start = end
+		}
+		return nil
 	case jobIdle:
+		if err := w.endCopy(ctx); err != nil {
+			return err
+		}
 		if err := a.writeOut(ctx); err != nil { // run sends
 			return a.fail(ctx, err)
 		}
@@ -274,6 +360,9 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		i := slices.Index(w.subs, j.subxid)
 		if i < 0 {
 			return nil // no change of it reached the worker
+		}
+		if err := w.endCopy(ctx); err != nil { // rolled back with the rest
+			return err
 		}
 		a.net = compact.New() // see parallelWorker
 		a.sess.QueueSQL(pipeline.OpBegin, nil, "ROLLBACK TO SAVEPOINT "+savepointName(j.subxid))
@@ -301,15 +390,23 @@ func savepointName(subxid uint32) string {
 	return sqlgen.QuoteIdent("walapply_" + strconv.FormatUint(uint64(subxid), 10))
 }
 
-// change applies one message of a stream block.
-func (w *parallelWorker) change(ctx context.Context, j pjob) error {
+// change applies one message of a stream block, of subtransaction subxid.
+// raw is valid until the chunk holding it is recycled: what is kept of it
+// is copied (the batch's encoded statements, the compactor's arena, the
+// COPY buffer, the relation cache's strings).
+func (w *parallelWorker) change(ctx context.Context, raw []byte, subxid uint32) error {
 	a := w.a
-	msg, err := w.dec.DecodeStreamedChange(j.raw)
+	msg, err := w.dec.DecodeStreamedChange(raw)
 	if err != nil {
 		return &PermanentError{fmt.Errorf("apply: internal error: a streamed change does not decode twice: %w", err)}
 	}
 	switch m := msg.(type) {
 	case *protocol.Relation:
+		if m.RelationID == w.cp.rel {
+			if err := w.endCopy(ctx); err != nil {
+				return err
+			}
+		}
 		if a.net.HasRelation(m.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
@@ -319,12 +416,22 @@ func (w *parallelWorker) change(ctx context.Context, j pjob) error {
 	case *protocol.TypeMessage:
 		a.rels.PutType(m)
 	case *protocol.Insert, *protocol.Update, *protocol.Delete, *protocol.Truncate:
-		if j.subxid != w.xid && !slices.Contains(w.subs, j.subxid) {
+		if subxid != w.xid && !slices.Contains(w.subs, subxid) {
+			if err := w.endCopy(ctx); err != nil {
+				return err
+			}
 			if err := a.writeOut(ctx); err != nil {
 				return a.fail(ctx, err)
 			}
-			a.sess.QueueSQL(pipeline.OpBegin, nil, "SAVEPOINT "+savepointName(j.subxid))
-			w.subs = append(w.subs, j.subxid)
+			a.sess.QueueSQL(pipeline.OpBegin, nil, "SAVEPOINT "+savepointName(subxid))
+			w.subs = append(w.subs, subxid)
+		}
+		if ins, ok := m.(*protocol.Insert); ok {
+			if copied, err := w.copyInsert(ctx, ins); copied || err != nil {
+				return err
+			}
+		} else if err := w.endCopy(ctx); err != nil {
+			return err
 		}
 		if err := a.changeNet(ctx, msg); err != nil {
 			return a.fail(ctx, err)
@@ -347,6 +454,9 @@ func (w *parallelWorker) end(ctx context.Context, j pjob) error {
 	a := w.a
 	a.applied = j.applied // the position a rewind goes back to
 	a.txn.finalLSN, a.queue.TxnLSN = j.lsn, j.lsn
+	if err := w.endCopy(ctx); err != nil {
+		return err
+	}
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}

@@ -1,0 +1,167 @@
+package apply
+
+import (
+	"context"
+
+	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/protocol"
+)
+
+// parallelCopy is a worker's run of inserts into one relation, sent with
+// COPY as it streams, without net-effect compaction.
+//
+// Why not through the compactor. A long streamed transaction is mostly a
+// bulk insert, and for rows that are all new the compactor buys nothing:
+// each row costs a map entry, a copy of its values into the arena and a
+// second pass to encode it for COPY (the 1M-row run of BenchmarkStreamedBig
+// spent a third of walapply's CPU there and in the garbage collector). So,
+// as the spill path's replay does (stream_copy.go), once a run of inserts
+// into one relation is longer than copyMinRun, the rows that follow are
+// encoded for COPY straight from the decoded message into a buffer reused
+// from one COPY to the next, and sent as one COPY per parallelCopyBytes.
+//
+// What is applied does not change. The net state is written out before
+// the run starts, and the run ends (its COPY queued) before anything else
+// is queued: another message of the stream block (a change of another
+// relation or kind, a Relation message for the relation, a new
+// subtransaction's savepoint), the end of the block, a subtransaction's
+// abort, the commit or prepare. So the target sees the changes in the
+// source's order, and the rows of the run with COPY's semantics, which
+// are the INSERT's (copyRun says why); a relation that COPY cannot take
+// (copySQL), rows mixing text and binary values, a conflict policy for
+// insert_exists (an INSERT ... ON CONFLICT) and the value check of a retry
+// (valuecheck.go) keep the ordinary path.
+//
+// Buffers. Every COPY is sent at once (SendAsync: after the results of the
+// batch before it are read), so when one is sent, the buffer of the COPY
+// before it is free again: two buffers alternate, and memory stays at two
+// COPYs' worth whatever the size of the transaction.
+type parallelCopy struct {
+	rel uint32 // the relation of the current run of inserts, and its length
+	n   int
+	// no: the run's rows take the ordinary path (see above).
+	no bool
+	// active: rows are being encoded into run.buf for sql.
+	active bool
+	sql    string
+	run    copyRun // the encoder: e, format, buf, rows
+	spare  []byte  // the other buffer, free once the COPY sent last is done
+	sent   []byte  // the buffer of the COPY sent last
+}
+
+// parallelCopyBytes is the size of one COPY of a worker's run of inserts.
+const parallelCopyBytes = 1 << 20
+
+// reset forgets the run and its buffers (a new transaction, or a failure:
+// a batch that failed may still be referenced by nothing but its runner).
+func (c *parallelCopy) reset() {
+	*c = parallelCopy{spare: c.spare[:0]}
+}
+
+// buffer returns an empty buffer for the next COPY.
+func (c *parallelCopy) buffer() []byte {
+	if b := c.spare; cap(b) > 0 {
+		c.spare = nil
+		return b[:0]
+	}
+	return make([]byte, 0, parallelCopyBytes+64<<10)
+}
+
+// insert takes an insert into the current run when it belongs there,
+// starting the run when it becomes long enough; it reports whether it took
+// it (false: the caller applies it the ordinary way).
+func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (bool, error) {
+	c, a := &w.cp, w.a
+	if c.active {
+		if ins.RelationID == c.rel && copyFormat(c.run.e, &ins.New, c.run.format) == c.run.format {
+			c.run.encode(&ins.New)
+			if len(c.run.buf) >= parallelCopyBytes {
+				return true, w.sendCopy(ctx)
+			}
+			return true, nil
+		}
+		if err := w.endCopy(ctx); err != nil {
+			return true, err
+		}
+	}
+	if ins.RelationID != c.rel {
+		c.rel, c.n, c.no = ins.RelationID, 0, false
+	}
+	if c.n++; c.n <= copyMinRun || c.no {
+		return false, nil
+	}
+	if a.checking() || a.policies[ConflictInsertExists] != PolicyError {
+		c.no = true
+		return false, nil
+	}
+	e, err := a.relation(ctx, ins.RelationID, pipeline.OpInsert)
+	if err != nil {
+		return true, a.fail(ctx, err)
+	}
+	format := copyFormat(e, &ins.New, 0)
+	if format == 0 {
+		return false, nil // this row; the next may fit
+	}
+	sql, ok := copySQL(e, format)
+	if !ok {
+		c.no = true
+		return false, nil
+	}
+	// What is pending goes first.
+	if err := a.writeOut(ctx); err != nil {
+		return true, a.fail(ctx, err)
+	}
+	c.active, c.sql = true, sql
+	c.run = copyRun{e: e, rel: ins.RelationID, format: format, buf: c.buffer()}
+	if format == protocol.ColumnBinary {
+		c.run.buf = append(c.run.buf, copyBinaryHeader...)
+	}
+	c.run.encode(&ins.New)
+	return true, nil
+}
+
+// endCopy ends the run of inserts, if one is being copied: its COPY is
+// sent. The next insert starts counting a run anew.
+func (w *parallelWorker) endCopy(ctx context.Context) error {
+	c := &w.cp
+	c.rel, c.n, c.no = 0, 0, false
+	if !c.active {
+		return nil
+	}
+	c.active = false
+	return w.sendCopy(ctx)
+}
+
+// sendCopy queues the run's rows encoded so far as one COPY and sends the
+// queue; a run still active goes on in the other buffer.
+func (w *parallelWorker) sendCopy(ctx context.Context) error {
+	c, a := &w.cp, w.a
+	if c.run.rows == 0 {
+		if c.spare == nil {
+			c.spare = c.run.buf
+		}
+		c.run.buf = nil
+		return nil
+	}
+	data := c.run.buf
+	if c.run.format == protocol.ColumnBinary {
+		data = append(data, 0xff, 0xff) // the trailer: a field count of -1
+	}
+	a.sess.QueueCopy(c.run.e, c.sql, data)
+	a.Stats.Inserts.Add(c.run.rows)
+	a.Stats.CopiedRows.Add(c.run.rows)
+	c.run.rows, c.run.buf = 0, nil
+	if failed, err := a.sess.SendAsync(ctx, nil); err != nil {
+		c.reset()
+		return a.failStmt(ctx, failed, err)
+	}
+	// The batch before this one is done: so is the COPY sent before.
+	c.spare, c.sent = c.sent, data
+	if c.active {
+		c.run.buf = c.buffer()
+		if c.run.format == protocol.ColumnBinary {
+			c.run.buf = append(c.run.buf, copyBinaryHeader...)
+		}
+	}
+	return nil
+}
