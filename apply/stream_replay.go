@@ -108,7 +108,11 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if ins.RelationID != runRel {
 				runRel, run = ins.RelationID, 0
 			}
-			if run++; run > copyMinRun && !a.checking() { // valuecheck.go: one by one
+			// COPY cannot skip or overwrite an existing row: with an
+			// insert_exists policy other than error the inserts stay
+			// statements (INSERT ... ON CONFLICT); in the retry that
+			// checks values (valuecheck.go) they go one by one.
+			if run++; run > copyMinRun && !a.checking() && a.policies[ConflictInsertExists] == PolicyError {
 				copied, err := a.copyInserts(ctx, p, ins)
 				if err != nil {
 					return err
