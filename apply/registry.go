@@ -6,15 +6,18 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/migrations"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
 
-// prepareTarget brings the target's walapply schema up to date.
+// prepareTarget brings the target's walapply schema up to date on conn
+// (the session's control connection): one query when it already is, a
+// few round trips when it is not (migrations.UpConn).
 func prepareTarget(ctx context.Context, conn *pgx.Conn, cfg *Config) error {
-	if err := migrations.Up(ctx, cfg.Target); err != nil {
-		return fmt.Errorf("migrating the walapply schema on the target: %w", err)
+	if err := migrations.UpConn(ctx, conn); err != nil {
+		return fmt.Errorf("migrating the walapply schema on the target: %w", secret.Error(err, cfg.Target))
 	}
 	return nil
 }

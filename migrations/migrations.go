@@ -78,16 +78,21 @@ func Open(connString string) (*sql.DB, error) {
 // Up connects to the target database at connString and applies every
 // migration not yet applied. It is idempotent and safe to run concurrently.
 func Up(ctx context.Context, connString string) error {
-	db, err := Open(connString)
+	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
-		return err
+		return fmt.Errorf("migrations: parsing the connection string: %w", secret.Error(err, connString))
 	}
-	defer db.Close()
-	return secret.Error(UpDB(ctx, db), connString)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("migrations: connecting: %w", secret.Error(err, connString))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return secret.Error(UpConn(ctx, conn), connString)
 }
 
-// UpDB is Up on an open database handle. The handle must allow at least two
-// connections (goose holds one for the lock).
+// UpDB is Up on an open database handle, run by goose alone (UpConn runs
+// it where its direct path does not apply). The handle must allow at least
+// two connections (goose holds one for the lock).
 func UpDB(ctx context.Context, db *sql.DB) error {
 	if err := ensureSchema(ctx, db); err != nil {
 		return err
