@@ -195,10 +195,7 @@ func (s *session) connect(ctx context.Context) error {
 	if s.origin, err = state.OriginName(cfg.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if s.target, err = connectTarget(ctx, cfg, "apply"); err != nil {
-		return err
-	}
-	if s.control, err = connectTarget(ctx, cfg, "control"); err != nil {
+	if err := s.connectTargets(ctx); err != nil { // connect_target.go: apply and control at once
 		return err
 	}
 	// The privilege check (privileges.go) is the preflight's first part:
