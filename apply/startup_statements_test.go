@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -68,6 +70,12 @@ func TestStartupStatements(t *testing.T) {
 		h.both("CREATE TABLE t (id int PRIMARY KEY)")
 		h.source("CREATE PUBLICATION p FOR TABLE t")
 		cfg := h.config("st_slot", "p")
+		replicating := make(chan time.Time, 2)
+		cfg.Logger = cfg.Logger.Hook(zerolog.HookFunc(func(_ *zerolog.Event, _ zerolog.Level, msg string) {
+			if msg == "replicating" {
+				replicating <- time.Now()
+			}
+		}))
 		for run := 1; run <= 2; run++ {
 			src, tgt := logSize(t, h.pair.Source), logSize(t, h.pair.Target)
 			began := time.Now()
@@ -75,7 +83,7 @@ func TestStartupStatements(t *testing.T) {
 			if err := h.pair.Source.WaitSlotActive(h.ctx, "st_slot", true, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			took := time.Since(began)
+			took := (<-replicating).Sub(began)
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
