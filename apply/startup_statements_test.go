@@ -62,7 +62,8 @@ func logSize(t *testing.T, c *testenv.Cluster) int {
 // it replicates: a first one on a fresh target, which migrates the walapply
 // schema and creates the slot, and a restart on the target it set up,
 // which must stay within a fixed number of steps (the migration there is
-// one query, not one per migration file).
+// one query, not one per migration file). STARTUP_SHOW=1 logs what each
+// start sent.
 func TestStartupStatements(t *testing.T) {
 	const maxTarget, maxSource = 48, 16 // the restart's: 44 and 15 when written
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
@@ -93,7 +94,7 @@ func TestStartupStatements(t *testing.T) {
 			ns, srcLines := startupCount(t, h.pair.Source, src, true)
 			nt, tgtLines := startupCount(t, h.pair.Target, tgt, false)
 			t.Logf("start %d: %d steps on the target, %d on the source, replicating after %v", run, nt, ns, took.Round(time.Millisecond))
-			if os.Getenv("STARTUP_SHOW") != "" && run == 2 {
+			if os.Getenv("STARTUP_SHOW") != "" {
 				t.Logf("target:\n%s\nsource:\n%s", tgtLines, srcLines)
 			}
 			if run == 2 && (nt > maxTarget || ns > maxSource) {

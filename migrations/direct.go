@@ -91,7 +91,10 @@ const appliedSQL = `SELECT version_id, is_applied FROM ` + VersionTable + ` ORDE
 // readApplied returns the versions goose recorded as applied, or
 // errNeedsGoose when a row is a down migration's (is_applied false: the
 // legacy goose records those, and reading them needs goose's order rules).
-// missing is true when the schema or the table does not exist.
+// missing is true when the schema or the table does not exist: the query
+// is sent without looking first, which costs a target already set up
+// nothing and a fresh one an error in its server log ("relation
+// walapply.goose_db_version does not exist"), once in its life.
 func readApplied(ctx context.Context, conn *pgx.Conn) (applied map[int64]bool, missing bool, err error) {
 	rows, _ := conn.Query(ctx, appliedSQL, pgx.QueryExecModeSimpleProtocol)
 	applied = map[int64]bool{}
