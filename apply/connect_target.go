@@ -49,9 +49,10 @@ type sourceDial struct {
 func (s *session) dialSource(ctx context.Context) *sourceDial {
 	dctx, cancel := context.WithCancel(ctx)
 	d := &sourceDial{done: make(chan struct{}), cancel: cancel}
+	source, name := s.cfg.Source, s.cfg.replicationName("stream") // read here: the session goes on with cfg
 	go func() {
 		defer close(d.done)
-		d.conn, d.err = protocol.ConnectReplication(dctx, s.cfg.Source, s.cfg.replicationName("stream"))
+		d.conn, d.err = protocol.ConnectReplication(dctx, source, name)
 	}()
 	return d
 }
