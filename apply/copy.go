@@ -98,6 +98,9 @@ type copier struct {
 	// copiedAs is the state a table's copy commits in: "done", or
 	// "copied" for a table copied while the stream goes on (refresh_sync.go).
 	copiedAs string
+	// created are the tables this attempt's pre-data created (--schema),
+	// which the copy may truncate for COPY FREEZE (copy_freeze.go).
+	created map[relName]bool
 
 	src     *pgx.Conn // source: the catalog
 	version int       // the source's server_version_num
@@ -138,6 +141,10 @@ func (c *copier) run(ctx context.Context) error {
 		}
 		if err := c.preData(ctx, plan); err != nil {
 			return err
+		}
+		c.created = map[relName]bool{}
+		for _, t := range plan.tables {
+			c.created[t.relName] = true
 		}
 	}
 	if c.act == copyResume {

@@ -367,7 +367,7 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 	}()
 	tc, ended := w.c.prog.copyingRange(t)
 	defer ended()
-	rows, pipe, binary, err := w.moveTable(ctx, t, r.cond(), tc)
+	rows, pipe, binary, err := w.moveTable(ctx, t, r.cond(), tc, false)
 	if err != nil {
 		return err
 	}

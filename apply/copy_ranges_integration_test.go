@@ -154,14 +154,22 @@ func TestCopyRangesResumeAfterKill(t *testing.T) {
 		const rows = 5000
 		h := newHarness(t, version, nil, nil)
 		h.rangesSchema(rows)
-		// One range of keyed stops at ids 2500-2600 for as long as the
-		// test holds advisory lock 4343.
+		// One range of keyed stops at the row with id held for as long
+		// as the test holds advisory lock 4343. The row is one that
+		// rangesStep's writer never touches (it deletes and updates ids
+		// 1..rows, inserts from 2*rows on): a row of the original ids
+		// would not do, as the writer may have deleted all of those
+		// before the copy's snapshot when walapply starts slowly (every
+		// id of 2500-2600 is gone after its 4972nd transaction), and the
+		// copy would then run through.
+		const held = rows + rows/2
+		h.source(fmt.Sprintf(`INSERT INTO keyed VALUES (%d, 0, 'held')`, held))
 		h.target(
-			`CREATE FUNCTION hold_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+			fmt.Sprintf(`CREATE FUNCTION hold_copy() RETURNS trigger LANGUAGE plpgsql AS $$
 			 BEGIN
-			   IF NEW.id BETWEEN 2500 AND 2600 THEN PERFORM pg_advisory_xact_lock_shared(4343); END IF;
+			   IF NEW.id = %d THEN PERFORM pg_advisory_xact_lock_shared(4343); END IF;
 			   RETURN NEW;
-			 END $$`,
+			 END $$`, held),
 			`CREATE TRIGGER hold_copy BEFORE INSERT ON keyed FOR EACH ROW EXECUTE FUNCTION hold_copy()`,
 			`ALTER TABLE keyed ENABLE ALWAYS TRIGGER hold_copy`,
 		)

@@ -265,7 +265,11 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	}
 	tc, ended := w.c.prog.copying(t) // copy_progress.go: the table's rows so far
 	defer ended()
-	rows, pipe, binary, err := w.moveTable(ctx, t, "", tc)
+	freeze, err := w.truncateForFreeze(ctx, t) // copy_freeze.go
+	if err != nil {
+		return err
+	}
+	rows, pipe, binary, err := w.moveTable(ctx, t, "", tc, freeze)
 	if err != nil {
 		return err
 	}
@@ -283,15 +287,21 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 
 // moveTable pipes the table's rows that meet cond ("" for all) from the
 // source into the target, in the target transaction open on the worker's
-// target connection, and returns the rows the target took.
-func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, tc *tableCount) (int64, *copyPipe, bool, error) {
+// target connection, and returns the rows the target took. freeze adds
+// COPY's FREEZE option (truncateForFreeze).
+func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, tc *tableCount, freeze bool) (int64, *copyPipe, bool, error) {
 	binary, err := w.binaryCopy(ctx, t)
 	if err != nil {
 		return 0, nil, false, err
 	}
 	outSQL, inSQL := t.copyOutSQL(cond), t.copyInSQL()
-	if binary {
+	switch {
+	case binary && freeze:
+		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary, FREEZE)"
+	case binary:
 		outSQL, inSQL = outSQL+" WITH (FORMAT binary)", inSQL+" WITH (FORMAT binary)"
+	case freeze:
+		inSQL += " WITH (FREEZE)"
 	}
 	pipe := newCopyPipe(w.c.prog, binary)
 	pipe.tc = tc
