@@ -17,12 +17,13 @@ TEST_FLAGS   ?=
 FUZZTIME     ?= 30s
 FUZZ_TARGETS ?=
 
-.PHONY: help build test test-short test-all lint pg fuzz demo clean
+.PHONY: help build test test-short test-race test-all lint pg fuzz demo clean
 
 help:
 	@echo "make build     compile every package and bin/walapply"
 	@echo "make test      lint, then go test ./... on PostgreSQL $(WALAPPLY_TEST_PG)"
 	@echo "make test-short  go test -short ./...: the tests that need no PostgreSQL"
+	@echo "make test-race   the same under the race detector (make test runs it)"
 	@echo "make test-all  the same on PostgreSQL 15, 16, 17 and 18"
 	@echo "make lint      gofmt and go vet"
 	@echo "make pg        fetch the PostgreSQL 16-18 binaries into the cache"
@@ -37,7 +38,7 @@ build:
 	$(GO) build ./...
 	$(GO) build -o bin/walapply ./cmd/walapply
 
-test: lint fuzz-short
+test: lint fuzz-short test-race
 	$(GO) test -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) test-contrib
 
@@ -52,6 +53,10 @@ test-contrib:
 # one (testenv.SkipShort).
 test-short:
 	$(GO) test -short -p $(TEST_P) $(TEST_FLAGS) ./...
+
+# The same under the race detector (part of make test: about a minute).
+test-race:
+	$(GO) test -race -short -p $(TEST_P) $(TEST_FLAGS) ./...
 
 test-all:
 	$(MAKE) test WALAPPLY_TEST_PG=all

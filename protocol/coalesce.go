@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,9 +82,12 @@ const coalesceEnough = 32 << 10
 // read that filled the caller's buffer is followed by another at once.
 type coalescingConn struct {
 	net.Conn
-	pause    time.Duration
-	deadline time.Time // the read deadline last set
-	emptied  bool      // the last read returned less than asked
+	pause time.Duration
+	// deadline is the read deadline last set, in Unix nanoseconds (0:
+	// none). Atomic: pgconn's context watcher and the keepalive sender set
+	// deadlines from other goroutines than the one reading.
+	deadline atomic.Int64
+	emptied  bool // the last read returned less than asked
 	// await waits at most d for coalesceEnough bytes to be waiting on the
 	// socket (socketAwait).
 	await func(d time.Duration)
@@ -95,20 +99,28 @@ func newCoalescingConn(c net.Conn, pause time.Duration) *coalescingConn {
 }
 
 func (c *coalescingConn) SetDeadline(t time.Time) error {
-	c.deadline = t
+	c.noteDeadline(t)
 	return c.Conn.SetDeadline(t)
 }
 
 func (c *coalescingConn) SetReadDeadline(t time.Time) error {
-	c.deadline = t
+	c.noteDeadline(t)
 	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *coalescingConn) noteDeadline(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.deadline.Store(ns)
 }
 
 func (c *coalescingConn) Read(p []byte) (int, error) {
 	if c.emptied && c.pause > 0 {
 		d := c.pause
-		if !c.deadline.IsZero() {
-			d = min(d, c.deadline.Sub(c.now()))
+		if ns := c.deadline.Load(); ns != 0 {
+			d = min(d, time.Unix(0, ns).Sub(c.now()))
 		}
 		if d > 0 {
 			c.await(d)

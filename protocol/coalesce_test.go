@@ -25,6 +25,7 @@ func (c *scriptedConn) Read(p []byte) (int, error) {
 }
 
 func (c *scriptedConn) SetReadDeadline(time.Time) error { return nil }
+func (c *scriptedConn) SetDeadline(time.Time) error     { return nil }
 
 func TestCoalescingConnPauses(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -212,4 +213,27 @@ func TestIsLoopback(t *testing.T) {
 	if isLoopback(&net.UnixAddr{Name: "/tmp/.s.PGSQL.5432", Net: "unix"}) {
 		t.Error("a Unix socket counted as TCP loopback")
 	}
+}
+
+// TestCoalescingConnDeadlineRace: pgconn's context watcher and the
+// keepalive sender set deadlines from goroutines other than the reading
+// one; the deadline the pause reads must be safe to share (run with
+// -race: `make test-race`).
+func TestCoalescingConnDeadlineRace(t *testing.T) {
+	c := newCoalescingConn(&scriptedConn{sizes: make([]int, 2000)}, time.Microsecond)
+	c.await = func(time.Duration) {}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			_ = c.SetDeadline(time.Now().Add(time.Duration(i) * time.Millisecond))
+		}
+	}()
+	buf := make([]byte, 64)
+	for range 1000 {
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
 }
