@@ -347,10 +347,18 @@ func moveRows(ctx context.Context, src, tgt *pgconn.PgConn, outSQL, inSQL string
 }
 
 // copyOriginName names the replication origin of copy worker id (from 1):
-// "walapply_copy<id>_<applier>", the applier's name cut and completed with
-// a hash of it when that would pass the 63 bytes origin names are held to.
+// "walapply_copy<id>_<applier>" (workerOriginName).
 func copyOriginName(applier string, id int) string {
-	name := copyOriginPrefix + strconv.Itoa(id) + "_" + applier
+	return workerOriginName(copyOriginPrefix, applier, id)
+}
+
+// workerOriginName names the replication origin of a worker of applier:
+// prefix, the worker's id (from 1), "_" and the applier's name, cut and
+// completed with a hash of that name when it would pass the 63 bytes
+// origin names are held to. Copy workers and parallel streaming workers
+// name theirs this way, with their own prefixes.
+func workerOriginName(prefix, applier string, id int) string {
+	name := prefix + strconv.Itoa(id) + "_" + applier
 	if len(name) <= state.MaxOriginNameLen {
 		return name
 	}

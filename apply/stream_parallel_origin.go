@@ -3,10 +3,8 @@ package apply
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/protocol"
@@ -16,22 +14,10 @@ import (
 // parallelOriginPrefix starts every worker's origin name.
 const parallelOriginPrefix = "walapply_par"
 
-// parallelOriginName names the replication origin of worker id (from 1):
-// "walapply_par<id>_<applier>", cut and completed with a hash of the
-// applier's name past 63 bytes, as copyOriginName does for copy workers.
+// parallelOriginName names the replication origin of parallel worker id
+// (from 1): "walapply_par<id>_<applier>" (workerOriginName).
 func parallelOriginName(applier string, id int) string {
-	name := parallelOriginPrefix + strconv.Itoa(id) + "_" + applier
-	if len(name) <= state.MaxOriginNameLen {
-		return name
-	}
-	h := fnv.New32a()
-	h.Write([]byte(applier))
-	suffix := fmt.Sprintf("_%08x", h.Sum32())
-	cut := name[:state.MaxOriginNameLen-len(suffix)]
-	for !utf8.ValidString(cut) {
-		cut = cut[:len(cut)-1]
-	}
-	return cut + suffix
+	return workerOriginName(parallelOriginPrefix, applier, id)
 }
 
 // isParallelOriginOf reports whether origin is one of applier's worker
