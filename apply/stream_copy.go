@@ -16,6 +16,15 @@ import (
 // which the rest of the run is sent with COPY.
 const copyMinRun = 64
 
+// insertsMayCopy reports whether a long run of inserts may go as one COPY
+// (the spill path's replay and the parallel workers both ask): not in the
+// retry that checks values one by one (valuecheck.go), and not with an
+// insert_exists policy other than error, since COPY can neither skip nor
+// overwrite the target's row (INSERT ... ON CONFLICT can).
+func (a *applier) insertsMayCopy() bool {
+	return !a.checking() && a.policies[ConflictInsertExists] == PolicyError
+}
+
 // copyInserts sends first and the inserts into the same relation that follow
 // it in the spill file with one COPY. It returns false, having done nothing,
 // when the rows cannot be copied; the message that ended the run is left in

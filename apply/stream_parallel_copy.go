@@ -90,7 +90,7 @@ func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (
 	if c.n++; c.n <= copyMinRun || c.no {
 		return false, nil
 	}
-	if a.checking() || a.policies[ConflictInsertExists] != PolicyError {
+	if !a.insertsMayCopy() {
 		c.no = true
 		return false, nil
 	}

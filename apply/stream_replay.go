@@ -108,11 +108,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			if ins.RelationID != runRel {
 				runRel, run = ins.RelationID, 0
 			}
-			// COPY cannot skip or overwrite an existing row: with an
-			// insert_exists policy other than error the inserts stay
-			// statements (INSERT ... ON CONFLICT); in the retry that
-			// checks values (valuecheck.go) they go one by one.
-			if run++; run > copyMinRun && !a.checking() && a.policies[ConflictInsertExists] == PolicyError {
+			if run++; run > copyMinRun && a.insertsMayCopy() {
 				copied, err := a.copyInserts(ctx, p, ins)
 				if err != nil {
 					return err
