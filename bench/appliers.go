@@ -41,7 +41,7 @@ func (r *runEnv) drainBuiltin(ctx context.Context, w workload, timeout time.Dura
 	defer conn.Close(context.Background())
 	streaming := "off"
 	if w.streamed {
-		streaming = "on"
+		streaming = r.streaming
 	}
 	create := fmt.Sprintf(`CREATE SUBSCRIPTION bench CONNECTION %s PUBLICATION %s WITH (create_slot = false, slot_name = '%s', copy_data = false, streaming = %s)`,
 		quoteLiteral(r.source.ConnString(r.db)), publication, slotName, streaming)
@@ -140,13 +140,13 @@ func waitMarker(ctx context.Context, conn *pgx.Conn, check func() error) error {
 func (h *harness) drainWalapply(ctx context.Context, r *runEnv, w workload) (d time.Duration, rss int64, note string, err error) {
 	streaming := ""
 	if w.streamed && !userSetsStreaming(h.opts.WalapplyFlags) {
-		streaming = "on"
+		streaming = h.opts.Streaming
 		if h.noStreaming {
 			streaming = "off"
 		}
 	}
 	d, rss, out, err := h.walapplyOnce(ctx, r, w, streaming)
-	if err != nil && streaming == "on" && refusedStreaming(out) {
+	if err != nil && streaming != "off" && refusedStreaming(out) {
 		h.noStreaming = true
 		streaming = "off"
 		d, rss, _, err = h.walapplyOnce(ctx, r, w, streaming)

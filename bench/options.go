@@ -67,6 +67,12 @@ type Options struct {
 	// KeepLogs, if set, is a directory that receives walapply's log of
 	// every drain.
 	KeepLogs string
+	// Streaming is how both appliers take the streamed workloads (bulk):
+	// "on" (spilled, then applied at the commit: walapply --streaming on,
+	// the subscription's streaming = on) or "parallel" (applied as they
+	// stream: --streaming parallel, streaming = parallel, PostgreSQL 16+);
+	// empty means on.
+	Streaming string
 	// Command is recorded in the report as the command that produced it.
 	Command string
 	// Log receives one progress line per step; nil discards them.
@@ -121,6 +127,19 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 20 * time.Minute
+	}
+	switch o.Streaming {
+	case "":
+		o.Streaming = "on"
+	case "on":
+	case "parallel":
+		for _, v := range o.Versions {
+			if v < 16 {
+				return o, fmt.Errorf("%w: streaming parallel needs PostgreSQL 16 or later, not %d", ErrOptions, v)
+			}
+		}
+	default:
+		return o, fmt.Errorf("%w: streaming %q (known: on, parallel)", ErrOptions, o.Streaming)
 	}
 	if o.Log == nil {
 		o.Log = io.Discard

@@ -66,6 +66,9 @@ type runEnv struct {
 	dir            string // scratch directory of the run
 	// schema says the target starts without tables (Options.CopySchema).
 	schema bool
+	// streaming is the subscription's streaming for a streamed workload
+	// (Options.Streaming).
+	streaming string
 	// cpuStart is the clusters' CPU before the drain, cpu what the drain
 	// spent (drained).
 	cpuStart cpuSnapshot
@@ -158,7 +161,7 @@ func (h *harness) once(ctx context.Context, w workload, version, run int, a Appl
 		return res
 	}
 	defer os.RemoveAll(dir)
-	r := &runEnv{version: version, scale: h.opts.Scale, db: benchDB, dir: dir}
+	r := &runEnv{version: version, scale: h.opts.Scale, db: benchDB, dir: dir, streaming: h.opts.Streaming}
 	var targetSettings map[string]string
 	sourceVersion := version
 	if w.initialCopy {

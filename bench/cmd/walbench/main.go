@@ -43,6 +43,7 @@ func run() error {
 	neighbour := fs.String("neighbour", "off", "CPU-bound processes beside every timed drain: off, cores (one per core) or a number")
 	copyWorkers := fs.Int("copy-workers", 2, "tables copied at once in the copy workload, by both appliers")
 	keepLogs := fs.String("keep-logs", "", "a directory to keep walapply's log of every drain in")
+	streaming := fs.String("streaming", "on", "how both appliers take the streamed workload (bulk): on (spill, apply at commit) or parallel (apply as it streams; PostgreSQL 16+)")
 	copySchema := fs.Bool("copy-schema", false, "copy and migrate workloads: the target starts without tables; walapply --schema, builtin after pg_dump --schema-only | psql (source PostgreSQL 15, --versions are the targets')")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -77,6 +78,7 @@ func run() error {
 		CopyWorkers:   *copyWorkers,
 		CopySchema:    *copySchema,
 		KeepLogs:      *keepLogs,
+		Streaming:     *streaming,
 		Command:       "go run ./bench/cmd/walbench " + strings.Join(os.Args[1:], " "),
 		Log:           os.Stderr,
 	})
