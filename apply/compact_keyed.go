@@ -156,9 +156,9 @@ func finishMissing(b *strings.Builder, e *relmap.Entry, conflict string, fail, a
 	ck := "_v.column" + strconv.Itoa(width)
 	b.WriteString(" RETURNING 1) ")
 	if fail {
-		raiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
+		sqlgen.RaiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
 	} else {
-		recordInsert(b, conflict, "skipped", len(all)+1, ck)
+		sqlgen.RecordInsert(b, conflict, "skipped", len(all)+1, ck)
 	}
 	given := strconv.Itoa(rows)
 	if arrays {
@@ -175,7 +175,7 @@ func finishMissing(b *strings.Builder, e *relmap.Entry, conflict string, fail, a
 	} else {
 		b.WriteString(" RETURNING key")
 	}
-	return b.String(), append(all, recordOIDs...)
+	return b.String(), append(all, sqlgen.RecordOIDs...)
 }
 
 // keyedForm is rowForm for a multi-row UPDATE (set: the columns it writes)

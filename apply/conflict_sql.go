@@ -13,86 +13,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// recordOIDs are the types of the five parameters that describe a conflict
-// record: applier, relation, key, source xid, commit LSN.
-var recordOIDs = []uint32{25, 25, 25, 20, 25}
-
-// recordInsert is the outer INSERT of a wrapped change: it writes one
-// conflict record per row the SELECT that follows yields. first is the
-// number of the first of the five record parameters; key is the SQL of the
-// key text (a parameter for one row, a column of the VALUES list for many).
-func recordInsert(b *strings.Builder, kind, resolution string, first int, key string) {
-	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
-	b.WriteString("INSERT INTO walapply.conflicts (applier, kind, relation, key, source_xid, commit_lsn, resolution) SELECT ")
-	b.WriteString(p(0) + ", '" + kind + "', " + p(1) + ", " + key + ", " + p(3) + ", " + p(4) + "::pg_catalog.pg_lsn, '" + resolution + "'")
-}
-
-// wrapMissing wraps one UPDATE or DELETE so that, when it finds no row, a
-// conflict record is written (and its key returned), or with fail the
-// conflict is raised as an error.
-func wrapMissing(base, kind string, first int, fail bool) string {
-	var b strings.Builder
-	b.WriteString("WITH _w AS (")
-	b.WriteString(base)
-	b.WriteString(" RETURNING 1) ")
-	if fail {
-		raiseInstead(&b, kind, first, "$"+strconv.Itoa(first+2))
-		b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w)")
-		return b.String()
-	}
-	recordInsert(&b, kind, "skipped", first, "$"+strconv.Itoa(first+2))
-	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING key")
-	return b.String()
-}
-
-// wrapUpdateApply wraps one UPDATE so that, when it finds no row, the new
-// row is inserted from the parameters insertParams (numbered from
-// firstInsert) and the conflict recorded.
-func wrapUpdateApply(base, table string, cols []string, firstInsert, first int) string {
-	var b strings.Builder
-	b.WriteString("WITH _w AS (")
-	b.WriteString(base)
-	b.WriteString(" RETURNING 1), _i AS (INSERT INTO ")
-	b.WriteString(table)
-	b.WriteString(" (" + strings.Join(cols, ", ") + ") SELECT ")
-	for i := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		sqlgen.WriteParam(&b, firstInsert+i)
-	}
-	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING 1) ")
-	recordInsert(&b, ConflictUpdateMissing, "applied", first, "$"+strconv.Itoa(first+2))
-	b.WriteString(" FROM _i RETURNING key")
-	return b.String()
-}
-
-// wrapInsert wraps one INSERT for the skip or apply policy of
-// insert_exists: ON CONFLICT DO NOTHING, or DO UPDATE of every column on
-// the key (xmax is not zero for a row that ON CONFLICT updated).
-func wrapInsert(base string, policy string, keyCols, cols []string, first int) string {
-	var b strings.Builder
-	b.WriteString("WITH _w AS (")
-	b.WriteString(base)
-	if policy == PolicyApply {
-		b.WriteString(" ON CONFLICT (" + strings.Join(keyCols, ", ") + ") DO UPDATE SET ")
-		for i, c := range cols {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(c + " = EXCLUDED." + c)
-		}
-		b.WriteString(" RETURNING xmax <> 0 AS _c) ")
-		recordInsert(&b, ConflictInsertExists, "applied", first, "$"+strconv.Itoa(first+2))
-		b.WriteString(" FROM _w WHERE _w._c RETURNING key")
-		return b.String()
-	}
-	b.WriteString(" ON CONFLICT DO NOTHING RETURNING 1) ")
-	recordInsert(&b, ConflictInsertExists, "skipped", first, "$"+strconv.Itoa(first+2))
-	b.WriteString(" WHERE NOT EXISTS (SELECT 1 FROM _w) RETURNING key")
-	return b.String()
-}
-
 // appendRecordParams appends the five record parameters.
 func (a *applier) appendRecordParams(e *relmap.Entry, key []byte) {
 	q := a.recordBuf[:0]
@@ -148,12 +68,6 @@ func (a *applier) wraps(kind byte) (conflict string, fail bool) {
 	return "", false
 }
 
-// raiseInstead writes, for the error policy, the SELECT that raises the
-// conflict instead of recording it: relation and keys are SQL expressions.
-func raiseInstead(b *strings.Builder, kind string, first int, keys string) {
-	b.WriteString("SELECT walapply.conflict_error('" + kind + "', $" + strconv.Itoa(first+1) + ", " + keys + ")")
-}
-
 // wrapStatement turns a per-row statement into its self-recording form
 // (see ConflictPolicies). oids gets the record parameters' types.
 func (a *applier) wrapStatement(e *relmap.Entry, kind byte, set *protocol.TupleData, sql string, oids []uint32) (string, []uint32) {
@@ -179,7 +93,7 @@ func (a *applier) wrapStatement(e *relmap.Entry, kind byte, set *protocol.TupleD
 		if len(keyCols) == 0 {
 			policy = PolicySkip // no key to upsert on
 		}
-		sql = wrapInsert(sql, policy, keyCols, cols, first)
+		sql = sqlgen.WrapInsert(sql, ConflictInsertExists, policy == PolicyApply, keyCols, cols, first)
 	case 'U':
 		full := true
 		var cols []string
@@ -194,14 +108,14 @@ func (a *applier) wrapStatement(e *relmap.Entry, kind byte, set *protocol.TupleD
 		}
 		if a.policies[ConflictUpdateMissing] == PolicyApply && full {
 			// The SET parameters are the whole new row: insert it from them.
-			sql = wrapUpdateApply(sql, e.Target.Quoted, cols, 1, first)
+			sql = sqlgen.WrapUpdateApply(sql, ConflictUpdateMissing, e.Target.Quoted, cols, 1, first)
 		} else {
-			sql = wrapMissing(sql, ConflictUpdateMissing, first, fail)
+			sql = sqlgen.WrapMissing(sql, ConflictUpdateMissing, first, fail)
 		}
 	case 'D':
-		sql = wrapMissing(sql, ConflictDeleteMissing, first, fail)
+		sql = sqlgen.WrapMissing(sql, ConflictDeleteMissing, first, fail)
 	}
-	return sql, append(oids, recordOIDs...)
+	return sql, append(oids, sqlgen.RecordOIDs...)
 }
 
 // queueRow queues a per-row change with its conflict handling.
@@ -303,9 +217,9 @@ func (a *applier) queueUpdateExists(ctx context.Context, e *relmap.Entry, m *pro
 		} else {
 			b.WriteString(" LIMIT 1) ")
 		}
-		recordInsert(&b, ConflictUpdateExists, a.resolution(ConflictUpdateExists), len(oids)+1, "$"+strconv.Itoa(len(oids)+3))
+		sqlgen.RecordInsert(&b, ConflictUpdateExists, a.resolution(ConflictUpdateExists), len(oids)+1, "$"+strconv.Itoa(len(oids)+3))
 		b.WriteString(" FROM _x RETURNING key")
-		oids = append(oids, recordOIDs...)
+		oids = append(oids, sqlgen.RecordOIDs...)
 		var err error
 		if sd, err = a.sess.StatementFor(ctx, b.String(), oids); err != nil {
 			return &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: OpUpdate, Err: fmt.Errorf("preparing the statement: %w", err)}

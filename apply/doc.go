@@ -161,7 +161,8 @@
 //     back, Abandon), changes.go (a change queued as its statement),
 //     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
 //     conflict.go (kinds, policies, ConflictError, logging),
-//     conflict_sql.go (the self-recording statements), rewind.go (the
+//     conflict_sql.go (a change's statement wrapped by its policy; the
+//     SQL is sqlgen's), rewind.go (the
 //     origin moved back after a failed COMMIT or PREPARE).
 //   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs; controlCatalog), statements.go (a change's prepared
@@ -179,7 +180,8 @@
 //     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op
 //     and pipeline.Stmt, the bookkeeping shared with the fake), sqlgen
 //     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
-//     locator), relmap (relation mapping: relmap.Cache, relmap.Entry, the
+//     locator; conflict.go, the self-recording wrappers of the conflict
+//     policies and the conflict record), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
 //     order, multi-row row sources and chunks); apply calls them by their
 //     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).

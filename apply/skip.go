@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -166,14 +167,14 @@ func (a *applier) notePassed(commit protocol.LSN) {
 // for the open source transaction.
 func (a *applier) queueSkipRecord(kind, resolution string, key []byte) {
 	var b strings.Builder
-	recordInsert(&b, kind, resolution, 1, "$3")
+	sqlgen.RecordInsert(&b, kind, resolution, 1, "$3")
 	a.params, a.formats = a.params[:0], a.formats[:0]
 	a.appendRecordParams(&relmap.Entry{Rel: &protocol.Relation{}}, key)
 	a.params[1] = nil // no relation
 	if key == nil {
 		a.params[2] = nil
 	}
-	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin, Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, FirstLSN: a.queue.FirstLSN}, b.String(), a.params, recordOIDs, a.formats)
+	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin, Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, FirstLSN: a.queue.FirstLSN}, b.String(), a.params, sqlgen.RecordOIDs, a.formats)
 }
 
 // skipHint fills in a failed transaction's error what --skip-lsn did.
