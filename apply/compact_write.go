@@ -58,8 +58,7 @@ func (a *applier) writeOut(ctx context.Context) error {
 			return err
 		}
 	}
-	c.Tables, c.Arena, c.N = c.Tables[:0], c.Arena[:0], 0
-	clear(c.ByRel)
+	c.Reset()
 	return nil
 }
 
