@@ -71,7 +71,7 @@ type jobKind uint8
 const (
 	jobBegin    jobKind = iota // open the target transaction for xid
 	jobChanges                 // apply chunk, messages of a stream block
-	jobIdle                    // the block ended: send what is queued
+	jobIdle                    // the block ended: send what is queued (a COPY run goes on)
 	jobAbortSub                // roll back to subxid's savepoint
 	jobRollback                // roll back; the worker is free again
 	jobCommit                  // commit with the origin advanced to end
@@ -349,9 +349,10 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		}
 		return nil
 	case jobIdle:
-		if err := w.endCopy(ctx); err != nil {
-			return err
-		}
+		// A run of inserts being copied goes on into the next block (see
+		// parallelCopy): ended here, every block of a bulk insert would
+		// start a run anew, its first copyMinRun rows as INSERTs and the
+		// rest as a COPY of a block's worth.
 		if err := a.writeOut(ctx); err != nil { // run sends
 			return a.fail(ctx, err)
 		}
