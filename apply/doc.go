@@ -188,6 +188,7 @@
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
+//     stream_parallel_jobs.go (what the run loop hands a worker),
 //     stream_parallel_copy.go, stream_parallel_origin.go,
 //     stream_parallel_watch.go.
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls

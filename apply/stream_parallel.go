@@ -330,9 +330,12 @@ func (a *applier) parallelCommit(ctx context.Context, w *parallelWorker, m *prot
 			return err
 		}
 	}
+	inserts, copied := a.Stats.Inserts.Load(), a.Stats.CopiedRows.Load()
 	w.mergeStats(&a.Stats)
 	a.Stats.ParallelApplied.Add(1)
 	a.log.Info().Uint32("xid", m.Xid).Stringer("commit_lsn", m.CommitLSN).Int("worker", w.id).
+		Int64("inserts", a.Stats.Inserts.Load()-inserts).Int64("copied_rows", a.Stats.CopiedRows.Load()-copied).
+		Int("copies", w.cp.copies).
 		Float64("commit_seconds", seconds(time.Since(start))).Msg("applied a streamed transaction as it streamed; committed")
 	return a.advanceAfterParallel(ctx, m.EndLSN, m.CommitTime)
 }

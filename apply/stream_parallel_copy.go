@@ -24,8 +24,15 @@ import (
 // the run starts, and the run ends (its COPY queued) before anything else
 // is queued: another message of the stream block (a change of another
 // relation or kind, a Relation message for the relation, a new
-// subtransaction's savepoint), the end of the block, a subtransaction's
-// abort, the commit or prepare. So the target sees the changes in the
+// subtransaction's savepoint), a subtransaction's abort, the commit or
+// prepare. The end of a stream block does not end it: the source streams
+// a transaction in blocks of logical_decoding_work_mem (64kB by default),
+// a few hundred rows, and a run cut there would send each block's first
+// copyMinRun rows as INSERTs and the rest as a tiny COPY. The rows of a
+// run wait for the next block in the buffer instead (at most
+// parallelCopyBytes, sent at the commit at the latest), which changes
+// nothing the target or another transaction can see: they are not
+// visible before the commit. So the target sees the changes in the
 // source's order, and the rows of the run with COPY's semantics, which
 // are the INSERT's (copyRun says why); a relation that COPY cannot take
 // (copySQL), rows mixing text and binary values, a conflict policy for
@@ -47,6 +54,9 @@ type parallelCopy struct {
 	run    copyRun // the encoder: e, format, buf, rows
 	spare  []byte  // the other buffer, free once the COPY sent last is done
 	sent   []byte  // the buffer of the COPY sent last
+	// copies counts the COPYs sent for the transaction (logged at its
+	// commit, read by the run loop once the commit's reply is in).
+	copies int
 }
 
 // parallelCopyBytes is the size of one COPY of a worker's run of inserts.
@@ -151,6 +161,7 @@ func (w *parallelWorker) sendCopy(ctx context.Context) error {
 	a.Stats.Inserts.Add(c.run.rows)
 	a.Stats.CopiedRows.Add(c.run.rows)
 	c.run.rows, c.run.buf = 0, nil
+	c.copies++
 	if failed, err := a.sess.SendAsync(ctx, nil); err != nil {
 		c.reset()
 		return a.failStmt(ctx, failed, err)

@@ -1,6 +1,7 @@
 package apply_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
@@ -104,4 +105,58 @@ func TestParallelCopyRunsSkip(t *testing.T) {
 			t.Errorf("%d streamed transactions applied as they streamed, want 1", n)
 		}
 	})
+}
+
+// TestParallelCopyRunsAcrossBlocks: a bulk insert streamed in many small
+// blocks (logical_decoding_work_mem = 64kB, a few hundred rows each) goes
+// as a few COPYs of parallelCopyBytes: the end of a stream block does
+// not cut the run short (which sent each block's first rows through the
+// compactor and the rest as a COPY of a block's worth).
+func TestParallelCopyRunsAcrossBlocks(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := parallelHarness(t, version, map[string]string{"logical_decoding_work_mem": "64kB"})
+		h.both(`CREATE TABLE b (id int PRIMARY KEY, v text)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE b`)
+		h.createSlot("s")
+		cfg, logs := h.streamConfig("s", "parallel", "pub")
+		stop := h.runApplier(cfg)
+		const rows = 20000
+		h.source(`INSERT INTO b SELECT g, repeat(md5(g::text), 3) FROM generate_series(1, ` + strconv.Itoa(rows) + `) g`)
+		h.waitCaughtUp("s", time.Minute)
+		if err := stop(); err != nil {
+			t.Fatalf("applier: %v", err)
+		}
+		h.expect(`SELECT count(*)::text FROM b`, strconv.Itoa(rows))
+		if n := h.compare(tableRows("b", "")); n != rows {
+			t.Errorf("%d rows compared, want %d", n, rows)
+		}
+		line, ok := logs.Line("applied a streamed transaction as it streamed")
+		if !ok {
+			t.Fatalf("the transaction was not applied as it streamed; log:\n%s", logs)
+		}
+		// 20000 rows of 100 bytes are 2 MB: two or three COPYs of
+		// parallelCopyBytes (1 MB) when the run spans the blocks, one per
+		// block when each block starts it anew.
+		if n := logInt(t, line, "copies"); n > 4 {
+			t.Errorf("%d COPYs for one run of %d inserts, want at most 4; log line: %s", n, rows, line)
+		}
+		if n := logInt(t, line, "inserts"); n != rows {
+			t.Errorf("%d inserts, want %d", n, rows)
+		}
+	})
+}
+
+// logInt reads the integer field key of a JSON log line.
+func logInt(t *testing.T, line, key string) int64 {
+	t.Helper()
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(line), &fields); err != nil {
+		t.Fatalf("log line %q: %v", line, err)
+	}
+	n, ok := fields[key].(float64)
+	if !ok {
+		t.Fatalf("log line %q has no number %q", line, key)
+	}
+	return int64(n)
 }

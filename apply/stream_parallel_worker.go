@@ -65,56 +65,6 @@ type parallelWorker struct {
 	err    error
 }
 
-// jobKind is what the run loop asks of a worker.
-type jobKind uint8
-
-const (
-	jobBegin    jobKind = iota // open the target transaction for xid
-	jobChanges                 // apply chunk, messages of a stream block
-	jobIdle                    // the block ended: send what is queued
-	jobAbortSub                // roll back to subxid's savepoint
-	jobRollback                // roll back; the worker is free again
-	jobCommit                  // commit with the origin advanced to end
-	jobPrepare                 // prepare as gid with the origin advanced to end
-)
-
-// pjob is one request to a worker.
-type pjob struct {
-	kind    jobKind
-	xid     uint32
-	chunk   *pchunk
-	subxid  uint32
-	end     protocol.LSN
-	lsn     protocol.LSN // the commit or prepare LSN
-	at      protocol.Timestamp
-	gid     string
-	applied protocol.LSN // the applier's progress, for a rewind
-	reply   chan error
-}
-
-// workerQueue bounds the jobs handed to a worker and not yet done.
-const workerQueue = 16
-
-// pchunk is a run of messages of a stream block handed to a worker at
-// once: their bytes one after the other in data, each one's end in ends
-// and its subtransaction in subs. The run loop fills one while the worker
-// works on those before; a chunk is handed over when it holds chunkBytes
-// or chunkMessages, and before any other job, so the worker sees the
-// messages in order. One channel operation and no allocation per message
-// (chunks are reused through the worker's free list); memory is bounded by
-// workerQueue chunks.
-type pchunk struct {
-	data []byte
-	ends []int
-	subs []uint32
-}
-
-// Bounds of a chunk.
-const (
-	chunkBytes    = 64 << 10
-	chunkMessages = 512
-)
-
 // newParallelWorker connects worker id and sets its session up like the
 // main one's, with its own origin.
 func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) (*parallelWorker, error) {
@@ -146,60 +96,6 @@ func newParallelWorker(ctx context.Context, cfg *Config, main *applier, id int) 
 		jobs: make(chan pjob, workerQueue), done: make(chan struct{}), free: make(chan *pchunk, workerQueue+2)}
 	go w.run(context.WithoutCancel(ctx))
 	return w, nil
-}
-
-// push hands a job over (after the chunk being filled), waiting while the
-// queue is full.
-func (w *parallelWorker) push(j pjob) {
-	w.handOver()
-	w.jobs <- j
-}
-
-// call hands a job over and waits for its result.
-func (w *parallelWorker) call(j pjob) error {
-	j.reply = make(chan error, 1)
-	w.push(j)
-	return <-j.reply
-}
-
-// add appends a message of a stream block (of subtransaction subxid) to
-// the chunk being filled, handing the chunk over when it is full.
-func (w *parallelWorker) add(raw []byte, subxid uint32) {
-	c := w.pend
-	if c == nil {
-		select {
-		case c = <-w.free:
-		default:
-			c = &pchunk{data: make([]byte, 0, chunkBytes+4<<10)}
-		}
-		w.pend = c
-	}
-	c.data = append(c.data, raw...)
-	c.ends = append(c.ends, len(c.data))
-	c.subs = append(c.subs, subxid)
-	if len(c.data) >= chunkBytes || len(c.ends) >= chunkMessages {
-		w.handOver()
-	}
-}
-
-// handOver hands the chunk being filled over, if it holds anything.
-func (w *parallelWorker) handOver() {
-	if c := w.pend; c != nil && len(c.ends) > 0 {
-		w.pend = nil
-		w.jobs <- pjob{kind: jobChanges, chunk: c}
-	}
-}
-
-// recycle returns a chunk the goroutine is done with to the free list.
-func (w *parallelWorker) recycle(c *pchunk) {
-	if cap(c.data) > 4*chunkBytes {
-		return // grown by a huge message: let it go
-	}
-	c.data, c.ends, c.subs = c.data[:0], c.ends[:0], c.subs[:0]
-	select {
-	case w.free <- c:
-	default:
-	}
 }
 
 // check returns a fallback error once the worker's transaction failed.
@@ -349,9 +245,10 @@ func (w *parallelWorker) do(ctx context.Context, j pjob) error {
 		}
 		return nil
 	case jobIdle:
-		if err := w.endCopy(ctx); err != nil {
-			return err
-		}
+		// A run of inserts being copied goes on into the next block (see
+		// parallelCopy): ended here, every block of a bulk insert would
+		// start a run anew, its first copyMinRun rows as INSERTs and the
+		// rest as a COPY of a block's worth.
 		if err := a.writeOut(ctx); err != nil { // run sends
 			return a.fail(ctx, err)
 		}
