@@ -89,9 +89,11 @@ type applier struct {
 	tp      twoPhaseState // two-phase transactions (prepare.go)
 	Stats   Stats
 
-	// filteredOut: the copy filter skipped a change of the open target
-	// transaction, which may then hold no write of its own; commit makes
-	// it write, since a commit without an xid does not advance the origin.
+	// filteredOut: the open target transaction may hold no write of its
+	// own (the copy filter skipped a change of it, or it replays a
+	// streamed transaction, which may have none: streamCommit); commit
+	// makes it write, since a commit without an xid does not advance the
+	// origin.
 	filteredOut bool
 
 	// group commit (group.go) and net-effect compaction (internal/compact)

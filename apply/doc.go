@@ -151,7 +151,8 @@
 //
 // # Files
 //
-//   - Run loop: run.go (sessions, connect, retry), loop.go (receive,
+//   - Run loop: run.go (sessions, connect, retry), connect_target.go (a
+//     session's connections opened at once), loop.go (receive,
 //     feedback, outcome tracking), keepalive.go, lease.go (one process per
 //     applier), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.

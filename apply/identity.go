@@ -67,7 +67,7 @@ func (s *session) checkSlotPosition(ctx context.Context, progress protocol.LSN) 
 		return fmt.Errorf("replication slot %q vanished from the source while the applier started", cfg.Slot)
 	}
 	var recorded *string
-	if err := s.control.QueryRow(ctx, `SELECT confirmed_lsn::text FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&recorded); err != nil {
+	if err := s.control.QueryRow(ctx, `SELECT confirmed_lsn::text FROM walapply.appliers WHERE name = $1`, oneShot, cfg.Name).Scan(&recorded); err != nil {
 		return fmt.Errorf("reading the confirmed position of applier %q from walapply.appliers on the target: %w", cfg.Name, err)
 	}
 	confirmed := protocol.InvalidLSN
@@ -85,7 +85,7 @@ func (s *session) checkSlotPosition(ctx context.Context, progress protocol.LSN) 
 		return nil
 	}
 	s.confirmed = max(progress, st.ConfirmedFlush)
-	if _, err := s.control.Exec(ctx, `UPDATE walapply.appliers SET confirmed_lsn = $2::text::pg_lsn WHERE name = $1`, cfg.Name, s.confirmed.String()); err != nil {
+	if _, err := s.control.Exec(ctx, `UPDATE walapply.appliers SET confirmed_lsn = $2::text::pg_lsn WHERE name = $1`, oneShot, cfg.Name, s.confirmed.String()); err != nil {
 		return fmt.Errorf("recording the confirmed position of applier %q in walapply.appliers on the target: %w", cfg.Name, err)
 	}
 	cfg.Logger.Debug().Str("slot", cfg.Slot).Stringer("confirmed_lsn", s.confirmed).Msg("recorded where the applier begins on its slot")
@@ -105,7 +105,7 @@ func (s *session) refuseNewSlot(ctx context.Context) error {
 		return err
 	}
 	var recorded string
-	err = s.control.QueryRow(ctx, `SELECT coalesce(confirmed_lsn, '0/0')::text FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&recorded)
+	err = s.control.QueryRow(ctx, `SELECT coalesce(confirmed_lsn, '0/0')::text FROM walapply.appliers WHERE name = $1`, oneShot, cfg.Name).Scan(&recorded)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("reading the confirmed position of applier %q from walapply.appliers on the target: %w", cfg.Name, err)
 	}
@@ -183,7 +183,7 @@ func targetIdentity(ctx context.Context, conn *pgx.Conn) (string, error) {
 		(SELECT system_identifier::text FROM pg_catalog.pg_control_system()),
 		(SELECT oid::text FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()),
 		coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local'),
-		pg_catalog.current_setting('port'))`).Scan(&id)
+		pg_catalog.current_setting('port'))`, oneShot).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("identifying the target database (for the spill directory): %w", err)
 	}

@@ -106,7 +106,7 @@ func (e *RunningError) Error() string {
 // lives cannot be told from here.
 func tryLease(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
 	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1, pg_catalog.hashtext($2))", leaseClass, name).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1, pg_catalog.hashtext($2))", oneShot, leaseClass, name).Scan(&ok); err != nil {
 		return false, fmt.Errorf("taking the running-applier lock of applier %q on the target: %w", name, err)
 	}
 	return ok, nil
@@ -114,7 +114,7 @@ func tryLease(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
 
 // releaseLease lets go of the lock tryLease took on conn.
 func releaseLease(ctx context.Context, conn *pgx.Conn, name string) error {
-	if _, err := conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_unlock($1, pg_catalog.hashtext($2))", leaseClass, name); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_unlock($1, pg_catalog.hashtext($2))", oneShot, leaseClass, name); err != nil {
 		return fmt.Errorf("releasing the running-applier lock of applier %q on the target: %w", name, err)
 	}
 	return nil
@@ -125,7 +125,7 @@ func releaseLease(ctx context.Context, conn *pgx.Conn, name string) error {
 func leaseHolder(ctx context.Context, conn *pgx.Conn, name string) (*RunningError, error) {
 	e := &RunningError{Name: name}
 	var hasTable bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.running') IS NOT NULL").Scan(&hasTable); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass('walapply.running') IS NOT NULL", oneShot).Scan(&hasTable); err != nil {
 		return nil, fmt.Errorf("looking for walapply.running on the target: %w", err)
 	}
 	row := "NULL::text, NULL::int, NULL::text, NULL::timestamptz"
@@ -148,7 +148,7 @@ func leaseHolder(ctx context.Context, conn *pgx.Conn, name string) (*RunningErro
 		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
 			AND l.classid = $1::pg_catalog.int4::pg_catalog.oid AND l.objid = pg_catalog.hashtext($2)::pg_catalog.oid
 			AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-		`+order+` LIMIT 1`, leaseClass, name).Scan(&e.Backend, &e.App, &other, &pid, &host, &since)
+		`+order+` LIMIT 1`, oneShot, leaseClass, name).Scan(&e.Backend, &e.App, &other, &pid, &host, &since)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, nil // let go meanwhile
@@ -185,7 +185,7 @@ func (s *session) takeLease(ctx context.Context) error {
 	cfg.leaseBackend = s.control.PgConn().PID()
 	leasesHeld.Store(cfg.leaseBackend, struct{}{})
 	_, err = s.control.Exec(ctx, `INSERT INTO walapply.running (applier, pid, host, backend_pid) VALUES ($1, $2, $3, pg_catalog.pg_backend_pid())
-		ON CONFLICT (applier) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, backend_pid = EXCLUDED.backend_pid, started_at = now()`,
+		ON CONFLICT (applier) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, backend_pid = EXCLUDED.backend_pid, started_at = now()`, oneShot,
 		cfg.Name, os.Getpid(), hostname())
 	if err != nil {
 		return fmt.Errorf("recording applier %q in walapply.running on the target: %w", cfg.Name, err)
@@ -206,7 +206,7 @@ func (s *session) dropLease(ctx context.Context) {
 	if s.control.IsClosed() {
 		return
 	}
-	_, err := s.control.Exec(ctx, `DELETE FROM walapply.running WHERE applier = $1 AND backend_pid = pg_catalog.pg_backend_pid()`, cfg.Name)
+	_, err := s.control.Exec(ctx, `DELETE FROM walapply.running WHERE applier = $1 AND backend_pid = pg_catalog.pg_backend_pid()`, oneShot, cfg.Name)
 	if err == nil {
 		err = releaseLease(ctx, s.control, cfg.Name)
 	}

@@ -6,18 +6,28 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/migrations"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
 
-// prepareTarget brings the target's walapply schema up to date.
+// prepareTarget brings the target's walapply schema up to date on conn
+// (the session's control connection): one query when it already is, a
+// few round trips when it is not (migrations.UpConn).
 func prepareTarget(ctx context.Context, conn *pgx.Conn, cfg *Config) error {
-	if err := migrations.Up(ctx, cfg.Target); err != nil {
-		return fmt.Errorf("migrating the walapply schema on the target: %w", err)
+	if err := migrations.UpConn(ctx, conn); err != nil {
+		return fmt.Errorf("migrating the walapply schema on the target: %w", secret.Error(err, cfg.Target))
 	}
 	return nil
 }
+
+// oneShot is the query mode of the statements a start runs once on the
+// control connection (the registry, the lease, the identity checks): one
+// round trip each, where pgx's default (prepare and cache) spends a first
+// one preparing a statement that never runs again. Parameters go as text
+// for the server to type, as in SQL written by hand.
+const oneShot = pgx.QueryExecModeExec
 
 // ErrWrongSource is returned when the source is not the cluster whose
 // changes the target's origin progress belongs to.
@@ -45,14 +55,14 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 	var copying bool
 	err := conn.QueryRow(ctx, `SELECT slot_name, coalesce(confirmed_lsn::text, ''),
 			EXISTS (SELECT FROM walapply.copies c WHERE c.applier = a.name)
-		FROM walapply.appliers a WHERE name = $1`, cfg.Name).Scan(&slot, &confirmed, &copying)
+		FROM walapply.appliers a WHERE name = $1`, oneShot, cfg.Name).Scan(&slot, &confirmed, &copying)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if err := checkOriginUnowned(ctx, conn, cfg, origin); err != nil {
 			return err
 		}
 		_, err = conn.Exec(ctx, `INSERT INTO walapply.appliers (name, slot_name, publications, origin_name, source_system_id, source_timeline, confirmed_lsn)
-			VALUES ($1, $2, $3, $4, $5, $6, '0/0') ON CONFLICT (name) DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6, '0/0') ON CONFLICT (name) DO NOTHING`, oneShot,
 			cfg.Name, cfg.Slot, cfg.Publications, origin, sys.SystemID, sys.Timeline)
 		if err != nil {
 			return fmt.Errorf("recording applier %q in walapply.appliers on the target: %w", cfg.Name, err)
@@ -86,7 +96,7 @@ func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin st
 // parameters from $4 on) adds.
 func updateApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, sys protocol.SystemInfo, set string, args ...any) error {
 	_, err := conn.Exec(ctx, `UPDATE walapply.appliers SET publications = $2, source_timeline = $3, updated_at = now()`+set+` WHERE name = $1`,
-		append([]any{cfg.Name, cfg.Publications, sys.Timeline}, args...)...)
+		append([]any{oneShot, cfg.Name, cfg.Publications, sys.Timeline}, args...)...)
 	if err != nil {
 		return fmt.Errorf("updating applier %q in walapply.appliers on the target: %w", cfg.Name, err)
 	}
@@ -112,7 +122,7 @@ func checkOriginUnowned(ctx context.Context, conn *pgx.Conn, cfg *Config, origin
 		return nil
 	}
 	var db string
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`).Scan(&db); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`, oneShot).Scan(&db); err != nil {
 		return fmt.Errorf("reading the target's database name: %w", err)
 	}
 	return &PermanentError{fmt.Errorf("%w: replication origin %q already has progress %s, but database %q has no applier %q: "+

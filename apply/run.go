@@ -198,10 +198,9 @@ func (s *session) connect(ctx context.Context) error {
 	if s.origin, err = state.OriginName(cfg.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if s.target, err = connectTarget(ctx, cfg, "apply"); err != nil {
-		return err
-	}
-	if s.control, err = connectTarget(ctx, cfg, "control"); err != nil {
+	src := s.dialSource(ctx) // connect_target.go: the source's connection opens meanwhile
+	defer src.abandon()
+	if err := s.connectTargets(ctx); err != nil { // connect_target.go: apply and control at once
 		return err
 	}
 	// The privilege check (privileges.go) is the preflight's first part:
@@ -216,7 +215,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
 		return err
 	}
-	if s.source, err = protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("stream")); err != nil {
+	if s.source, err = src.take(); err != nil {
 		return fmt.Errorf("connecting to the source: %w", secret.Error(explainConnect(err), cfg.Source)) // connect_errors.go
 	}
 	cfg.markReached() // connect_retry.go: from here on, retried for ever

@@ -1,7 +1,11 @@
 // Package migrations keeps walapply's own schema on the target database, the
 // schema walapply, up to date. The migrations are SQL files embedded in the
-// binary (sql/NNNNN_name.sql) and applied with goose
-// (github.com/pressly/goose/v3) over pgx's database/sql driver.
+// binary (sql/NNNNN_name.sql) in goose's format
+// (github.com/pressly/goose/v3), versioned in goose's table. Every start of
+// walapply migrates, so UpConn (direct.go) does it in few round trips: one
+// query on a target already at the latest version, and otherwise every
+// pending migration in one transaction, as goose would record it; goose
+// itself runs what that path leaves to it (UpDB).
 //
 // # Where goose keeps its version
 //
@@ -16,12 +20,15 @@
 // # Concurrency
 //
 // Up may run in several processes at once against one database (appliers
-// starting together). goose's Postgres session locker takes a session-level
-// advisory lock (LockID, walapply's own key, so that the target's own goose
-// migrations do not wait for walapply's or the other way round) around the
-// whole run; a second process waits for it, retrying every second for up to
-// five minutes, and then finds nothing left to do. The schema is created in
-// a transaction holding the same key as a transaction-level lock.
+// starting together). Both paths hold LockID, walapply's own advisory lock
+// key (so that the target's own goose migrations do not wait for
+// walapply's or the other way round): UpConn as a transaction-level lock
+// around its one transaction, UpDB (goose's Postgres session locker) as a
+// session-level lock around the whole run, retrying every second for up to
+// five minutes. The two forms conflict with each other, so a second process
+// waits for the first whichever path either takes, and then finds nothing
+// left to do. UpDB creates the schema in a transaction holding the same key
+// as a transaction-level lock.
 package migrations
 
 import (
@@ -78,16 +85,21 @@ func Open(connString string) (*sql.DB, error) {
 // Up connects to the target database at connString and applies every
 // migration not yet applied. It is idempotent and safe to run concurrently.
 func Up(ctx context.Context, connString string) error {
-	db, err := Open(connString)
+	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
-		return err
+		return fmt.Errorf("migrations: parsing the connection string: %w", secret.Error(err, connString))
 	}
-	defer db.Close()
-	return secret.Error(UpDB(ctx, db), connString)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("migrations: connecting: %w", secret.Error(err, connString))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return secret.Error(UpConn(ctx, conn), connString)
 }
 
-// UpDB is Up on an open database handle. The handle must allow at least two
-// connections (goose holds one for the lock).
+// UpDB is Up on an open database handle, run by goose alone (UpConn runs
+// it where its direct path does not apply). The handle must allow at least
+// two connections (goose holds one for the lock).
 func UpDB(ctx context.Context, db *sql.DB) error {
 	if err := ensureSchema(ctx, db); err != nil {
 		return err
