@@ -1,0 +1,101 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+
+	"github.com/walapply/walapply/apply/internal/sqlgen"
+)
+
+// splitTable cuts a table into ranges when it is bigger than split, in the
+// worker's snapshot; none when it is copied whole. It also returns the
+// table's size (0 for a partitioned one).
+func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, int64, error) {
+	if t.partitioned {
+		return nil, 0, nil
+	}
+	var size, blockSize int64
+	var key *string
+	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
+		return nil, 0, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+	}
+	rs, err := w.cutTable(ctx, t, size, blockSize, key, split, workers)
+	return rs, size, err
+}
+
+// cutTable makes splitTable's ranges.
+func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize int64, key *string, split int64, workers int) ([]*copyRange, error) {
+	if size <= split {
+		return nil, nil
+	}
+	n := int64(workers)
+	n = max(n, (size+split-1)/split)
+	n = min(n, copyMaxRanges)
+	if key != nil {
+		var lo, hi *int64
+		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
+		if err := w.src.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
+			return nil, fmt.Errorf("reading the key range of table %s on the source: %w", t, err)
+		}
+		if lo == nil {
+			return nil, nil
+		}
+		return makeRanges(t, *key, splitSpan(*lo, *hi, n)), nil
+	}
+	if w.c.version < 140000 {
+		return nil, nil // no TID range scans: each range would read the whole table
+	}
+	blocks := size / blockSize
+	if blocks < 2 {
+		return nil, nil
+	}
+	return makeRanges(t, ctidColumn, splitSpan(0, blocks-1, n)), nil
+}
+
+// splitSpan cuts the values lo..hi (both included) into at most n ranges
+// of about equal width, as their n-1 inner bounds.
+func splitSpan(lo, hi int64, n int64) []int64 {
+	width := new(big.Int).Sub(big.NewInt(hi), big.NewInt(lo))
+	width.Add(width, big.NewInt(1))
+	if width.Cmp(big.NewInt(n)) < 0 {
+		n = width.Int64()
+	}
+	var bounds []int64
+	for i := int64(1); i < n; i++ {
+		b := new(big.Int).Mul(width, big.NewInt(i))
+		b.Quo(b, big.NewInt(n))
+		b.Add(b, big.NewInt(lo))
+		bounds = append(bounds, b.Int64())
+	}
+	return bounds
+}
+
+// makeRanges makes the ranges between the inner bounds; the first and the
+// last are open.
+func makeRanges(t *copyTable, by string, bounds []int64) []*copyRange {
+	if len(bounds) == 0 {
+		return nil
+	}
+	rs := make([]*copyRange, len(bounds)+1)
+	for i := range rs {
+		r := &copyRange{t: t, no: i, of: len(rs), by: by}
+		if i > 0 {
+			r.lo = &bounds[i-1]
+		}
+		if i < len(bounds) {
+			r.hi = &bounds[i]
+		}
+		rs[i] = r
+	}
+	return rs
+}
+
+// splitTableSQL reads a table's size, the block size and its primary key
+// column when that is a single integer column.
+const splitTableSQL = `SELECT pg_catalog.pg_relation_size(c.oid), pg_catalog.current_setting('block_size')::bigint,
+	(SELECT a.attname::text FROM pg_catalog.pg_index i
+	 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+	 WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnatts = 1
+	   AND a.atttypid IN ('pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype, 'pg_catalog.int8'::pg_catalog.regtype))
+FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass`
