@@ -89,13 +89,6 @@ type applier struct {
 	tp      twoPhaseState // two-phase transactions (prepare.go)
 	Stats   Stats
 
-	// filteredOut: the open target transaction may hold no write of its
-	// own (the copy filter skipped a change of it, or it replays a
-	// streamed transaction, which may have none: streamCommit); commit
-	// makes it write, since a commit without an xid does not advance the
-	// origin.
-	filteredOut bool
-
 	// group commit (group.go) and net-effect compaction (internal/compact)
 	net            *compact.Compactor
 	compaction     bool

@@ -16,15 +16,10 @@ func (a *applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 		return a.fail(ctx, err)
 	}
 	n := a.group.count + 1
-	if a.filteredOut {
-		// Assigns the transaction an xid: PostgreSQL writes no commit
-		// record, and so does not advance the origin, for a transaction
-		// that wrote nothing (every change filtered out).
-		a.sess.QueueSQL(pipeline.OpOrigin, nil, "SELECT pg_catalog.txid_current()")
-		a.filteredOut = false
-	}
 	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
-	// a transaction that aborts after it still advances the origin.
+	// a transaction that aborts after it still advances the origin. It
+	// also gives a transaction that wrote nothing an xid, so that its
+	// commit is recorded and moves the origin (state.XactSetupSQL).
 	a.queueOriginAdvance(end, at)
 	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
 	a.group = txnGroup{}

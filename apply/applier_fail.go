@@ -36,7 +36,6 @@ func (a *applier) fail(ctx context.Context, err error) error {
 	a.group = txnGroup{}
 	a.queue.Done = a.queue.Done[:0]
 	a.net = compact.New()
-	a.filteredOut = false
 	if rbErr := a.sess.Rollback(ctx); rbErr != nil && !a.sess.Broken(rbErr) {
 		a.log.Warn().Err(rbErr).Msg("rolling back after a failed transaction")
 	}

@@ -163,7 +163,6 @@ func (f *copyFilter) filter(a *applier, msg protocol.Message) protocol.Message {
 			return msg
 		}
 		f.skipped++
-		a.filteredOut = true
 		if len(keep) == 0 {
 			return nil
 		}
@@ -175,7 +174,6 @@ func (f *copyFilter) filter(a *applier, msg protocol.Message) protocol.Message {
 	}
 	if f.holds(a, relid) {
 		f.skipped++
-		a.filteredOut = true
 		return nil
 	}
 	return msg

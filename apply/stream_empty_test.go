@@ -31,3 +31,29 @@ func TestStreamedEmptyTransaction(t *testing.T) {
 		h.waitCaughtUp("empty_slot", 30*time.Second)
 	})
 }
+
+// TestEmptyTargetTransaction: a source transaction whose changes leave
+// nothing to write on the target (an insert and a delete of the same row,
+// which compaction nets to nothing) commits a target transaction without
+// a write of its own. The origin advance gives it an xid
+// (state.XactSetupSQL): without one PostgreSQL writes no commit record, the
+// origin stays behind, and the slot never confirms past the transaction
+// while nothing else is written (TestDDLNewTablesAndRollback's last
+// transactions stalled so on PostgreSQL 18).
+func TestEmptyTargetTransaction(t *testing.T) {
+	t.Parallel()
+	testenv.ForEachVersion(t, func(t *testing.T, version int) {
+		h := newHarness(t, version, nil, nil)
+		h.both(`CREATE TABLE t (id int PRIMARY KEY)`)
+		h.source(`CREATE PUBLICATION pub FOR TABLE t`)
+		h.runApplier(h.config("netnothing", "pub"))
+		if err := h.pair.Source.WaitSlotActive(h.ctx, "netnothing", true, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.source(`INSERT INTO t VALUES (0)`)
+		h.waitCaughtUp("netnothing", 30*time.Second)
+		h.source(`BEGIN; INSERT INTO t VALUES (1); DELETE FROM t WHERE id = 1; COMMIT`)
+		h.waitCaughtUp("netnothing", 30*time.Second)
+		h.expect(`SELECT id FROM t ORDER BY id`, "0")
+	})
+}

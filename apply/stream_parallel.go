@@ -346,7 +346,8 @@ func (a *applier) parallelCommit(ctx context.Context, w *parallelWorker, m *prot
 func (a *applier) advanceAfterParallel(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	a.queue.TxnXid, a.queue.TxnLSN = a.txn.xid, a.txn.finalLSN
 	a.sess.Begin()
-	a.filteredOut = true // nothing written: commit makes it write, or the origin would not move
+	// Nothing written here: the origin advance gives the transaction an
+	// xid, or its commit would not move the origin (state.XactSetupSQL).
 	return a.commit(ctx, end, at)
 }
 

@@ -44,12 +44,10 @@ func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 	a.notePassed(m.CommitLSN)
 	// pgoutput streams a large transaction even when none of its changes
 	// is published (it cannot tell before the transaction ends), so the
-	// replay may have written nothing; commit then gives the target
-	// transaction an xid, or PostgreSQL would write no commit record, the
-	// origin would stay behind, and the transaction, counted as applied,
-	// would never become durable (the flush position held until some later
-	// transaction wrote). One xid per streamed transaction, already large.
-	a.filteredOut = true
+	// replay may have written nothing; the origin advance then gives the
+	// target transaction an xid (state.XactSetupSQL), or PostgreSQL would
+	// write no commit record and the origin would stay behind
+	// (TestStreamedEmptyTransaction).
 	if err := a.commit(ctx, m.EndLSN, m.CommitTime); err != nil {
 		return err
 	}

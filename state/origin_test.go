@@ -150,6 +150,30 @@ func TestOrigin(t *testing.T) {
 		}
 		wantProgress(t, conn, name, 0x1_0000_1000)
 
+		// A transaction that writes nothing but XactSetupSQL still commits
+		// with a record, and so advances the origin (XactSetupSQL gives it
+		// an xid); the bare advance does not.
+		for _, c := range []struct {
+			sql  string
+			end  protocol.LSN
+			want protocol.LSN
+		}{{xactSetupCall, 0x1_0000_1800, 0x1_0000_1000}, {XactSetupSQL, 0x1_0000_1900, 0x1_0000_1900}} {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, c.sql, c.end.String(), commitTime); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantProgress(t, conn, name, c.want)
+		}
+		if err := XactReset(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+
 		// PREPARE TRANSACTION advances the origin like a commit, and a
 		// standalone xact setup before COMMIT PREPARED advances it again.
 		tx, err = conn.Begin(ctx)

@@ -23,14 +23,32 @@ import (
 // The statements are constants so that the apply session can prepare them
 // once and queue them in its pipelined batches without a round trip of
 // their own.
-const XactSetupSQL = "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)"
+//
+// XactSetupSQL also gives the transaction an xid if it has none yet.
+// PostgreSQL writes no commit record for a transaction without one, and
+// the origin advances only in a commit record: a target transaction that
+// wrote nothing (every change filtered out, a streamed transaction with no
+// published change, UPDATEs and DELETEs that matched no row, a group whose
+// changes compacted to nothing) would commit without moving the origin,
+// and the slot would never be confirmed past it. pg_current_xact_id is
+// called only when pg_current_xact_id_if_assigned says there is no xid
+// (CASE evaluates its branches in order), so a transaction that wrote
+// something costs no xid more.
+const XactSetupSQL = xactSetupCall + `,
+	CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN pg_catalog.pg_current_xact_id() END`
+
+// xactSetupCall is the origin advance proper. The two-phase variants below
+// use it without XactSetupSQL's xid: PREPARE TRANSACTION assigns one
+// itself, and XactSetupIfPreparedSQL runs in an implicit transaction of
+// its own whose commit must not advance the origin.
+const xactSetupCall = "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_catalog.pg_lsn, $2::pg_catalog.timestamptz)"
 
 // XactSetupUnlessPreparedSQL is XactSetupSQL for a transaction about to be
 // prepared under GID $3: it sets the origin up unless $3 is prepared
 // already. In that case PREPARE TRANSACTION fails on the GID in use, and on
 // PostgreSQL 16+ the abort that follows would otherwise advance the origin
 // to $1, marking as applied a transaction that is not.
-const XactSetupUnlessPreparedSQL = XactSetupSQL + `
+const XactSetupUnlessPreparedSQL = xactSetupCall + `
 	WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_prepared_xacts WHERE gid = $3)`
 
 // XactSetupIfPreparedSQL is XactSetupSQL run alone just before COMMIT
@@ -38,7 +56,7 @@ const XactSetupUnlessPreparedSQL = XactSetupSQL + `
 // transaction block), made only if $3 is prepared: it returns one row when
 // it set the origin up (then send the COMMIT or ROLLBACK PREPARED next, on
 // the same session) and none when there is nothing to finish.
-const XactSetupIfPreparedSQL = XactSetupSQL + `
+const XactSetupIfPreparedSQL = xactSetupCall + `
 	FROM pg_catalog.pg_prepared_xacts WHERE gid = $3`
 
 // xactResetSQL undoes XactSetupSQL on the session. It must run before a
@@ -59,11 +77,14 @@ func AppendXactSetupArgs(dst [][]byte, end protocol.LSN, commitTime time.Time) [
 	return append(dst, []byte(end.String()), []byte(commitTime.Format(xactTimeLayout)))
 }
 
-// xactSetup runs XactSetupSQL: the current transaction's commit will advance
-// the session's origin to end, the source transaction's end LSN, with commit
-// time commitTime.
+// xactSetup runs the origin advance proper (xactSetupCall, without
+// XactSetupSQL's xid): the current transaction's commit will advance the
+// session's origin to end, the source transaction's end LSN, with commit
+// time commitTime. The tests of the session variables run it outside a
+// transaction block too, where XactSetupSQL's xid would make its own
+// implicit transaction's commit advance the origin.
 func xactSetup(ctx context.Context, q Querier, end protocol.LSN, commitTime time.Time) error {
-	if _, err := q.Exec(ctx, XactSetupSQL, end.String(), commitTime); err != nil {
+	if _, err := q.Exec(ctx, xactSetupCall, end.String(), commitTime); err != nil {
 		return fmt.Errorf("state: setting up the replication origin for the transaction ending at %s: %w", end, err)
 	}
 	return nil
