@@ -196,8 +196,12 @@
 //     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_plan.go
 //     (what a start does about the copy), copy_tables.go,
-//     copy_worker.go, copy_filter.go, copy_sequences.go, copy_progress.go,
-//     refresh.go, refresh_state.go, refresh_sync.go.
+//     copy_worker.go, copy_origins.go (the copy workers' origins),
+//     copy_ranges.go and copy_split.go (big tables in ranges),
+//     copy_freeze.go, copy_pipe.go, copy_format.go, copy_filter.go,
+//     copy_sequences.go, copy_progress.go, refresh.go, refresh_state.go,
+//     refresh_sync.go; with --schema: schema.go, schema_plan.go,
+//     schema_pgdump.go.
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
