@@ -93,13 +93,21 @@ const copyOriginPrefix = "walapply_copy"
 // isCopyOriginOf reports whether origin is the origin of one of applier's
 // copy workers: copyOriginName(applier, id) for some id.
 func isCopyOriginOf(applier, origin string) bool {
-	rest, ok := strings.CutPrefix(origin, copyOriginPrefix)
+	return isWorkerOriginOf(copyOriginPrefix, applier, origin)
+}
+
+// isWorkerOriginOf reports whether origin is workerOriginName(prefix,
+// applier, id) for some id: the prefix, a worker id in its canonical
+// form, and the name workerOriginName gives that id (so that another
+// applier's worker, whose name only starts the same, is not taken).
+func isWorkerOriginOf(prefix, applier, origin string) bool {
+	rest, ok := strings.CutPrefix(origin, prefix)
 	digits, _, ok2 := strings.Cut(rest, "_")
 	if !ok || !ok2 {
 		return false
 	}
 	id, err := strconv.Atoi(digits)
-	return err == nil && id >= 1 && strconv.Itoa(id) == digits && copyOriginName(applier, id) == origin
+	return err == nil && id >= 1 && strconv.Itoa(id) == digits && workerOriginName(prefix, applier, id) == origin
 }
 
 // copyOriginsOf lists the origins of applier's copy workers on the target,

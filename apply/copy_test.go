@@ -124,5 +124,17 @@ func TestIsCopyOriginOf(t *testing.T) {
 		if got := isCopyOriginOf(tc.applier, tc.origin); got != tc.want {
 			t.Errorf("isCopyOriginOf(%q, %q) = %v, want %v", tc.applier, tc.origin, got, tc.want)
 		}
+		// The parallel streaming workers' origins follow the same rule
+		// under their own prefix, and are not copy workers' origins.
+		par := strings.Replace(tc.origin, copyOriginPrefix, parallelOriginPrefix, 1)
+		if tc.origin == copyOriginName(tc.applier, 3) {
+			par = parallelOriginName(tc.applier, 3)
+		}
+		if got := isParallelOriginOf(tc.applier, par); got != tc.want {
+			t.Errorf("isParallelOriginOf(%q, %q) = %v, want %v", tc.applier, par, got, tc.want)
+		}
+		if tc.want && isParallelOriginOf(tc.applier, tc.origin) {
+			t.Errorf("isParallelOriginOf(%q, %q): a copy worker's origin taken for a parallel worker's", tc.applier, tc.origin)
+		}
 	}
 }

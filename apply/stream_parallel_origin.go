@@ -3,8 +3,6 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/protocol"
@@ -23,13 +21,7 @@ func parallelOriginName(applier string, id int) string {
 // isParallelOriginOf reports whether origin is one of applier's worker
 // origins.
 func isParallelOriginOf(applier, origin string) bool {
-	rest, ok := strings.CutPrefix(origin, parallelOriginPrefix)
-	digits, _, ok2 := strings.Cut(rest, "_")
-	if !ok || !ok2 {
-		return false
-	}
-	id, err := strconv.Atoi(digits)
-	return err == nil && id >= 1 && strconv.Itoa(id) == digits && parallelOriginName(applier, id) == origin
+	return isWorkerOriginOf(parallelOriginPrefix, applier, origin)
 }
 
 // parallelOriginsOf lists applier's worker origins on the target and their
