@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
 	"github.com/walapply/walapply/testenv"
@@ -96,6 +97,43 @@ func (h *harness) waitCaughtUp(slot string, timeout time.Duration) {
 	h.t.Helper()
 	if err := h.waitConfirmed(slot, timeout, h.applierStopped); err != nil {
 		h.t.Fatalf("waiting for slot %s to confirm the source's position: %v", slot, err)
+	}
+	h.waitCopies(slot, timeout)
+}
+
+// waitCopies waits until the target's walapply.copy_state lists no
+// published table of applier as pending or copied: the slot may confirm
+// transactions whose changes to a table published later are set aside
+// until its copy is done (Runner.WaitCaughtUp waits so too).
+func (h *harness) waitCopies(applier string, timeout time.Duration) {
+	h.t.Helper()
+	conn, err := h.pair.Target.Connect(h.ctx, "postgres")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close(h.ctx)
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int
+		err := conn.QueryRow(h.ctx, `SELECT count(*) FROM walapply.copy_state
+			WHERE applier = $1 AND published AND status IN ('pending', 'copied')`, applier).Scan(&n)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no walapply schema: nothing copied
+			return
+		}
+		if err != nil {
+			h.t.Fatalf("reading walapply.copy_state: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if err := h.applierStopped(); err != nil {
+			h.t.Fatalf("the applier stopped while %d table(s) were being copied: %v", n, err)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d table(s) of applier %s still being copied after %s", n, applier, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

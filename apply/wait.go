@@ -161,15 +161,60 @@ func Start(ctx context.Context, cfg Config) (*Runner, error) {
 // WaitCaughtUp is the package's WaitCaughtUp for this applier's source and
 // slot, except that it returns an error wrapping ErrStopped (and Run's
 // error) as soon as the applier stops, instead of waiting for ctx.
+//
+// It also waits until no table published later is still being copied: the
+// slot may confirm the transactions whose changes to such a table are set
+// aside until its copy is done (a restart copies the table again), and
+// "caught up" means the target holds what the source had.
 func (r *Runner) WaitCaughtUp(ctx context.Context) error {
-	return waitCaughtUp(ctx, r.cfg.Source, r.cfg.Slot, func() (bool, error) {
+	stopped := func() (bool, error) {
 		select {
 		case <-r.done:
 			return true, r.err
 		default:
 			return false, nil
 		}
-	})
+	}
+	if err := waitCaughtUp(ctx, r.cfg.Source, r.cfg.Slot, stopped); err != nil {
+		return err
+	}
+	return r.waitCopies(ctx, stopped)
+}
+
+// waitCopies waits until walapply.copy_state on the target lists no
+// published table of this applier as pending or copied (not caught up).
+func (r *Runner) waitCopies(ctx context.Context, stopped func() (bool, error)) error {
+	name := r.cfg.Name
+	if name == "" {
+		name = r.cfg.Slot
+	}
+	conn, err := pgx.Connect(ctx, r.cfg.Target)
+	if err != nil {
+		return fmt.Errorf("apply: waiting for the copies of applier %q: connecting to the target: %w", name, secret.Error(err, r.cfg.Target))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM walapply.copy_state
+			WHERE applier = $1 AND published AND status IN ('pending', 'copied')`, name).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("apply: waiting for the copies of applier %q: reading walapply.copy_state: %w", name, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if done, runErr := stopped(); done {
+			if runErr != nil {
+				return fmt.Errorf("%w while %d table(s) were still being copied: %w", ErrStopped, n, runErr)
+			}
+			return fmt.Errorf("%w while %d table(s) were still being copied", ErrStopped, n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("apply: waiting for the copies of applier %q: %d table(s) still being copied: %w", name, n, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Stop stops the applier at a clean point (as when Run's context ends),
