@@ -155,35 +155,14 @@ func copyStep(bigRows int) func(ctx context.Context, tx pgx.Tx, i int) error {
 // meanwhile (else the in-process applier must not stop).
 func (h *harness) waitCopyDone(timeout time.Duration, p *applierProcess) {
 	h.t.Helper()
-	conn, err := h.pair.Target.Connect(h.ctx, "postgres")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer conn.Close(h.ctx)
-	deadline := time.Now().Add(timeout)
-	for {
+	h.pollTarget(timeout, p, "the initial copy", func(conn *pgx.Conn) (bool, error) {
 		var done bool
 		err := conn.QueryRow(h.ctx, `SELECT EXISTS (SELECT 1 FROM walapply.copies WHERE finished_at IS NOT NULL)`).Scan(&done)
-		if err != nil && !strings.Contains(err.Error(), "does not exist") {
-			h.t.Fatal(err)
+		if err != nil && strings.Contains(err.Error(), "does not exist") {
+			return false, nil
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("the initial copy did not finish within %s", timeout)
-		}
-		if p != nil {
-			if ok, err := p.exited(); ok {
-				h.t.Fatalf("the applier process exited during the copy: %v", err)
-			}
-		}
-		select {
-		case err := <-h.applierDone:
-			h.t.Fatalf("the applier stopped during the copy: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return done, err
+	})
 }
 
 // compareCopy compares copySchema's tables row by row.

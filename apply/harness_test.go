@@ -107,6 +107,23 @@ func (h *harness) waitCaughtUp(slot string, timeout time.Duration) {
 // until its copy is done (Runner.WaitCaughtUp waits so too).
 func (h *harness) waitCopies(applier string, timeout time.Duration) {
 	h.t.Helper()
+	h.pollTarget(timeout, nil, "the copies of applier "+applier, func(conn *pgx.Conn) (bool, error) {
+		var n int
+		err := conn.QueryRow(h.ctx, `SELECT count(*) FROM walapply.copy_state
+			WHERE applier = $1 AND published AND status IN ('pending', 'copied')`, applier).Scan(&n)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no walapply schema: nothing copied
+			return true, nil
+		}
+		return n == 0, err
+	})
+}
+
+// pollTarget checks cond on a target connection every 20ms until it holds,
+// failing the test after timeout, on an error, or when the applier stops
+// (the in-process one, or p if not nil); what names the wait.
+func (h *harness) pollTarget(timeout time.Duration, p *applierProcess, what string, cond func(*pgx.Conn) (bool, error)) {
+	h.t.Helper()
 	conn, err := h.pair.Target.Connect(h.ctx, "postgres")
 	if err != nil {
 		h.t.Fatal(err)
@@ -114,26 +131,26 @@ func (h *harness) waitCopies(applier string, timeout time.Duration) {
 	defer conn.Close(h.ctx)
 	deadline := time.Now().Add(timeout)
 	for {
-		var n int
-		err := conn.QueryRow(h.ctx, `SELECT count(*) FROM walapply.copy_state
-			WHERE applier = $1 AND published AND status IN ('pending', 'copied')`, applier).Scan(&n)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no walapply schema: nothing copied
-			return
-		}
+		ok, err := cond(conn)
 		if err != nil {
-			h.t.Fatalf("reading walapply.copy_state: %v", err)
+			h.t.Fatalf("waiting for %s: %v", what, err)
 		}
-		if n == 0 {
+		if ok {
 			return
-		}
-		if err := h.applierStopped(); err != nil {
-			h.t.Fatalf("the applier stopped while %d table(s) were being copied: %v", n, err)
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%d table(s) of applier %s still being copied after %s", n, applier, timeout)
+			h.t.Fatalf("waiting for %s: not done within %s", what, timeout)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if p != nil {
+			if exited, err := p.exited(); exited {
+				h.t.Fatalf("the applier process exited while waiting for %s: %v", what, err)
+			}
+		}
+		select {
+		case err := <-h.applierDone:
+			h.t.Fatalf("the applier stopped while waiting for %s: %v", what, err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
