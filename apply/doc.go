@@ -184,7 +184,9 @@
 //     locator; conflict.go, the self-recording wrappers of the conflict
 //     policies and the conflict record), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks); apply calls them by their
+//     order, multi-row row sources and chunks), schema (--schema's pg_dump:
+//     found, run, its script split and run; the plan of what pre-data
+//     creates and its conflicts); apply calls them by their
 //     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
@@ -200,8 +202,9 @@
 //     copy_ranges.go and copy_split.go (big tables in ranges),
 //     copy_freeze.go, copy_pipe.go, copy_format.go, copy_filter.go,
 //     copy_sequences.go, copy_progress.go, refresh.go, refresh_state.go,
-//     refresh_sync.go; with --schema: schema.go, schema_plan.go,
-//     schema_pgdump.go.
+//     refresh_sync.go; with --schema: schema.go (the sections created
+//     and the phase recorded), schema_plan.go (internal/schema's plan,
+//     pg_dump and errors as apply's; the preflight's check).
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/schema"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
@@ -23,14 +24,14 @@ const (
 // in one transaction.
 //
 // walapply run --copy --schema creates on the target what the published
-// tables need, from the source's own pg_dump (schema_pgdump.go), in the
+// tables need, from the source's own pg_dump (internal/schema), in the
 // two halves pg_dump splits a schema into:
 //
 //   - pre-data, before the slot and the copy: the tables' schemas (CREATE
 //     SCHEMA IF NOT EXISTS: pg_dump -t leaves them out), the enum, domain,
 //     composite and range types their columns use, the functions their
 //     triggers call, the tables (with the partitions of a published root
-//     and the root of a published partition, withRelatives) and the
+//     and the root of a published partition, schema.WithRelatives) and the
 //     sequences they own. It commits in
 //     one target transaction together with walapply.copies.schema_phase
 //     turning 'pre-data': a crash before leaves nothing, after it the next
@@ -49,12 +50,9 @@ const (
 // relations up (relcache.go) when the stream first names them, and the
 // replica identity key it needs for UPDATE and DELETE is there by then.
 //
-// What already exists on the target is looked at first, and every
-// conflict is reported before anything is created (SchemaConflictError):
-// a published table that exists with other columns than the source's, or
-// with rows; an enum with other labels; a sequence a new table would own;
-// a trigger function with another body. An identical empty table, and a
-// type or function with the same definition, are left alone.
+// What already exists on the target is looked at first (schema.Plan), and
+// every conflict is reported before anything is created
+// (SchemaConflictError).
 func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	cfg := c.cfg
 	d, err := findPgDump(ctx, cfg, c.version)
@@ -62,38 +60,38 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 		return err
 	}
 	var preamble string
-	var entries []dumpEntry
-	if len(plan.types)+len(plan.funcs) > 0 {
+	var entries []schema.Entry
+	if len(plan.Types)+len(plan.Funcs) > 0 {
 		var sel []string
-		for _, s := range plan.schemas {
-			sel = append(sel, "-n", dumpPattern(s))
+		for _, s := range plan.Schemas {
+			sel = append(sel, "-n", schema.Pattern(s))
 		}
-		script, err := d.dump(ctx, cfg, "pre-data", sel)
+		script, err := dumpSection(ctx, d, cfg, "pre-data", sel)
 		if err != nil {
 			return err
 		}
-		var all []dumpEntry
-		preamble, all = parseDump(script)
+		var all []schema.Entry
+		preamble, all = schema.Parse(script)
 		for _, e := range all {
-			o := relName{e.schema, e.name}
-			if (e.kind == "TYPE" || e.kind == "DOMAIN") && plan.types[o] || e.kind == "FUNCTION" && plan.funcs[o] {
+			o := schema.Object{Schema: e.Schema, Name: e.Name}
+			if (e.Kind == "TYPE" || e.Kind == "DOMAIN") && plan.Types[o] || e.Kind == "FUNCTION" && plan.Funcs[o] {
 				entries = append(entries, e)
 			}
 		}
 	}
-	if len(plan.tables) > 0 {
+	if len(plan.Tables) > 0 {
 		var sel []string
-		for _, t := range plan.tables {
-			sel = append(sel, "-t", dumpPattern(t.schema, t.name))
+		for _, t := range plan.Tables {
+			sel = append(sel, "-t", schema.Pattern(t.Schema, t.Name))
 		}
-		script, err := d.dump(ctx, cfg, "pre-data", sel)
+		script, err := dumpSection(ctx, d, cfg, "pre-data", sel)
 		if err != nil {
 			return err
 		}
-		var all []dumpEntry
-		preamble, all = parseDump(script)
+		var all []schema.Entry
+		preamble, all = schema.Parse(script)
 		for _, e := range all {
-			if e.kind != "SCHEMA" {
+			if e.Kind != "SCHEMA" {
 				entries = append(entries, e)
 			}
 		}
@@ -103,18 +101,18 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := runPreamble(ctx, conn, preamble); err != nil {
+	if err := schema.RunPreamble(ctx, conn, preamble); err != nil {
 		return err
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, s := range plan.schemas {
+		for _, s := range plan.Schemas {
 			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqlgen.QuoteIdent(s)); err != nil {
 				return fmt.Errorf("creating schema %s: %w", sqlgen.QuoteIdent(s), err)
 			}
 		}
 		for _, e := range entries {
-			if _, err := tx.Exec(ctx, e.sql); err != nil {
-				return fmt.Errorf("creating %s %s.%s from pg_dump's pre-data: %w", strings.ToLower(e.kind), e.schema, e.name, err)
+			if _, err := tx.Exec(ctx, e.SQL); err != nil {
+				return fmt.Errorf("creating %s %s.%s from pg_dump's pre-data: %w", strings.ToLower(e.Kind), e.Schema, e.Name, err)
 			}
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO walapply.copies (applier, slot_name, schema_phase) VALUES ($1, $2, $3)
@@ -125,27 +123,8 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 		return &PermanentError{fmt.Errorf("--schema: %w (nothing of the pre-data section was kept)", err)}
 	}
 	c.rec.exists, c.rec.schemaPhase = true, schemaPreData
-	cfg.Logger.Info().Int("tables", len(plan.tables)).Int("types", len(plan.types)).Int("functions", len(plan.funcs)).
+	cfg.Logger.Info().Int("tables", len(plan.Tables)).Int("types", len(plan.Types)).Int("functions", len(plan.Funcs)).
 		Int("entries", len(entries)).Msg("schema: pre-data created on the target")
-	return nil
-}
-
-// runPreamble runs a pg_dump script's session settings one by one; a
-// setting the target does not know (from a newer pg_dump) is skipped.
-func runPreamble(ctx context.Context, conn *pgx.Conn, preamble string) error {
-	for _, line := range strings.Split(preamble, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "--") {
-			continue
-		}
-		if _, err := conn.Exec(ctx, line); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "42704" {
-				continue
-			}
-			return fmt.Errorf("running pg_dump's session setting %q on the target: %w", line, err)
-		}
-	}
 	return nil
 }
 
@@ -157,21 +136,22 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 	if err != nil {
 		return err
 	}
-	if tables, err = withRelatives(ctx, c.src, tables); err != nil {
-		return err
-	}
-	var sel []string
-	for _, t := range tables {
-		sel = append(sel, "-t", dumpPattern(t.schema, t.name))
-	}
-	script, err := d.dump(ctx, cfg, "post-data", sel)
+	objs, err := schema.WithRelatives(ctx, c.src, schemaObjects(tables))
 	if err != nil {
 		return err
 	}
-	preamble, entries := parseDump(script)
-	var builds, rest []dumpEntry
+	var sel []string
+	for _, t := range objs {
+		sel = append(sel, "-t", schema.Pattern(t.Schema, t.Name))
+	}
+	script, err := dumpSection(ctx, d, cfg, "post-data", sel)
+	if err != nil {
+		return err
+	}
+	preamble, entries := schema.Parse(script)
+	var builds, rest []schema.Entry
 	for _, e := range entries {
-		if e.kind == "INDEX" || e.kind == "CONSTRAINT" {
+		if e.IsBuild() {
 			builds = append(builds, e)
 		} else {
 			rest = append(rest, e)
@@ -183,7 +163,7 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 	}
 	cfg.Logger.Info().Int("index_builds", len(builds)).Int("others", len(rest)).Int("workers", workers).
 		Msg("schema: building the post-data section on the target")
-	jobs := make(chan dumpEntry)
+	jobs := make(chan schema.Entry)
 	errs := make(chan error, workers)
 	ctx2, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -219,7 +199,7 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ordered := make(chan dumpEntry, len(rest))
+	ordered := make(chan schema.Entry, len(rest))
 	for _, e := range rest {
 		ordered <- e
 	}
@@ -236,35 +216,27 @@ feed:
 	return nil
 }
 
-// runEntries runs post-data entries on a connection of its own, each in
-// its own transaction; one whose object exists already is left alone. On
-// an error it cancels the others.
-func (c *copier) runEntries(ctx context.Context, preamble string, jobs <-chan dumpEntry, cancel func()) error {
+// runEntries runs post-data entries on a connection of its own
+// (schema.RunPostData); on an error it cancels the others.
+func (c *copier) runEntries(ctx context.Context, preamble string, jobs <-chan schema.Entry, cancel func()) error {
 	conn, err := connectTarget(ctx, c.cfg, "schema")
 	if err != nil {
 		cancel()
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := runPreamble(ctx, conn, preamble); err != nil {
+	if err := schema.RunPreamble(ctx, conn, preamble); err != nil {
 		cancel()
 		return err
 	}
-	for e := range jobs {
-		_, err := conn.Exec(ctx, e.sql)
+	if err := schema.RunPostData(ctx, conn, jobs, c.cfg.Logger); err != nil {
+		cancel()
+		// The server refused the entry: running it again cannot help.
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "42P16") {
-			c.cfg.Logger.Info().Str("object", e.schema+"."+e.name).Str("type", e.kind).Msg("schema: already on the target, left alone")
-			continue
+		if errors.As(err, &pe) {
+			err = &PermanentError{err}
 		}
-		if err != nil {
-			cancel()
-			err = fmt.Errorf("--schema: creating %s %s.%s from pg_dump's post-data: %w", strings.ToLower(e.kind), e.schema, e.name, err)
-			if pe != nil {
-				err = &PermanentError{err}
-			}
-			return err
-		}
+		return err
 	}
 	return nil
 }
