@@ -11,7 +11,10 @@
 // (PermanentError, ErrConfig, SchemaConflictError); this package holds no
 // connection of its own and no state. It reads the catalogs through Querier
 // and runs statements through Execer (a *pgx.Conn is both), and logs to the
-// logger it is given, so that the rules it holds (which objects a table
-// needs, when an existing one is in the way, how a connection string
-// reaches pg_dump) are tested without a server where they are pure.
+// logger it is given, so that the rules it holds (when an existing object
+// is in the way, which failures of an entry are an object already there,
+// how a connection string reaches pg_dump) are tested without a server:
+// the unit tests feed a model of each catalog (fake_test.go). Which objects
+// a table needs is the catalog queries' (sql.go), tested against real
+// servers by apply's TestCopySchema*.
 package schema
