@@ -170,7 +170,8 @@
 //     statement), compact_copy.go (a run of net inserts encoded for COPY),
 //     relcache.go (applier.relation), registry.go (the walapply schema),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go,
-//     errdetail.go, valuecheck.go (which column a rejected value is in).
+//     errdetail.go, valuecheck.go (the checked retry: which column a
+//     rejected value is in).
 //   - Compaction: compact_write.go (write-out, the inserts),
 //     compact_keyed.go (the multi-row UPDATE and DELETE by key),
 //     compact_apply.go (which tables compact; rows packed into array
@@ -186,8 +187,10 @@
 //     target catalog lookups), compact (the net state of a group, key
 //     order, multi-row row sources and chunks), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
-//     creates and its conflicts); apply calls them by their
-//     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).
+//     creates and its conflicts), valuecheck (whether the target refuses
+//     one value, asked of the target; a value's shape, never the value);
+//     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
+//     compact.Compactor, schema.Plan, valuecheck.Refuses).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
