@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,13 +37,10 @@ const (
 //     start goes straight to the copy.
 //   - post-data, once every table is copied and before streaming starts:
 //     primary keys, unique and other indexes and constraints, then foreign
-//     keys, triggers and the rest in pg_dump's order. The index builds
-//     (INDEX and CONSTRAINT entries) run Config.IndexWorkers at a time on
-//     connections of their own, each in its own transaction; the rest
-//     follows on one connection, so a foreign key finds the key it
-//     references. An entry that finds its object already there (from an
-//     attempt that crashed after it committed) leaves it alone. The
-//     column turns 'post-data' at the end.
+//     keys, triggers and the rest in pg_dump's order
+//     (schema.BuildPostData: the index builds run Config.IndexWorkers at a
+//     time, an object already there is left alone). The column turns
+//     'post-data' at the end.
 //
 // Streaming starts only after post-data: the apply path looks the target
 // relations up (relcache.go) when the stream first names them, and the
@@ -149,62 +145,24 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 		return err
 	}
 	preamble, entries := schema.Parse(script)
-	var builds, rest []schema.Entry
-	for _, e := range entries {
-		if e.IsBuild() {
-			builds = append(builds, e)
-		} else {
-			rest = append(rest, e)
-		}
-	}
 	workers := cfg.IndexWorkers
 	if workers <= 0 {
 		workers = 2
 	}
-	cfg.Logger.Info().Int("index_builds", len(builds)).Int("others", len(rest)).Int("workers", workers).
-		Msg("schema: building the post-data section on the target")
-	jobs := make(chan schema.Entry)
-	errs := make(chan error, workers)
-	ctx2, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range min(workers, max(1, len(builds))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- c.runEntries(ctx2, preamble, jobs, cancel)
-		}()
-	}
-feed:
-	for _, e := range builds {
-		select {
-		case jobs <- e:
-		case <-ctx2.Done():
-			break feed
+	connect := func(ctx context.Context) (schema.Execer, func(), error) {
+		conn, err := connectTarget(ctx, cfg, "schema")
+		if err != nil {
+			return nil, nil, err
 		}
+		return conn, func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	// The error that stopped the others, rather than their cancellation.
-	var first error
-	for err := range errs {
-		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
-			first = err
+	if err := schema.BuildPostData(ctx, preamble, entries, workers, connect, cfg.Logger); err != nil {
+		// The server refused an entry: running it again cannot help.
+		var entry *schema.EntryError
+		var pe *pgconn.PgError
+		if errors.As(err, &entry) && errors.As(entry.Err, &pe) {
+			err = &PermanentError{err}
 		}
-	}
-	if first != nil {
-		return first
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ordered := make(chan schema.Entry, len(rest))
-	for _, e := range rest {
-		ordered <- e
-	}
-	close(ordered)
-	if err := c.runEntries(ctx, preamble, ordered, cancel); err != nil {
 		return err
 	}
 	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET schema_phase = $2 WHERE applier = $1`, cfg.Name, schemaPostData); err != nil {
@@ -213,30 +171,5 @@ feed:
 	c.rec.schemaPhase = schemaPostData
 	cfg.Logger.Info().Int("entries", len(entries)).Float64("seconds", round1(time.Since(began).Seconds())).
 		Msg("schema: post-data built on the target")
-	return nil
-}
-
-// runEntries runs post-data entries on a connection of its own
-// (schema.RunPostData); on an error it cancels the others.
-func (c *copier) runEntries(ctx context.Context, preamble string, jobs <-chan schema.Entry, cancel func()) error {
-	conn, err := connectTarget(ctx, c.cfg, "schema")
-	if err != nil {
-		cancel()
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := schema.RunPreamble(ctx, conn, preamble); err != nil {
-		cancel()
-		return err
-	}
-	if err := schema.RunPostData(ctx, conn, jobs, c.cfg.Logger); err != nil {
-		cancel()
-		// The server refused the entry: running it again cannot help.
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			err = &PermanentError{err}
-		}
-		return err
-	}
 	return nil
 }

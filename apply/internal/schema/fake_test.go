@@ -119,14 +119,20 @@ func (r *fakeRows) Scan(dest ...any) error {
 }
 
 // fakeConn records what Exec runs, failing the statements of fail with
-// their server error.
+// their server error; a statement of block waits until ctx is done and
+// fails with its error, as a statement cancelled mid-way does.
 type fakeConn struct {
-	ran  []string
-	fail map[string]*pgconn.PgError
+	ran   []string
+	fail  map[string]*pgconn.PgError
+	block map[string]bool
 }
 
-func (c *fakeConn) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
+func (c *fakeConn) Exec(ctx context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
 	c.ran = append(c.ran, sql)
+	if c.block[sql] {
+		<-ctx.Done()
+		return pgconn.CommandTag{}, ctx.Err()
+	}
 	if pe := c.fail[sql]; pe != nil {
 		return pgconn.CommandTag{}, pe
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/rs/zerolog"
 )
 
 // Execer is the part of *pgx.Conn that running a script's entries needs.
@@ -69,26 +68,6 @@ func RunPreamble(ctx context.Context, conn Execer, preamble string) error {
 				continue
 			}
 			return fmt.Errorf("running pg_dump's session setting %q on the target: %w", line, err)
-		}
-	}
-	return nil
-}
-
-// RunPostData runs post-data entries on conn (whose session RunPreamble
-// has set), each in its own transaction, until entries is closed or one
-// fails. An entry whose object exists already (from an attempt that crashed
-// after it committed) is logged and left alone. A failed entry's error
-// wraps the server's *pgconn.PgError when the server refused it.
-func RunPostData(ctx context.Context, conn Execer, entries <-chan Entry, log zerolog.Logger) error {
-	for e := range entries {
-		_, err := conn.Exec(ctx, e.SQL)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "42P16") {
-			log.Info().Str("object", e.Schema+"."+e.Name).Str("type", e.Kind).Msg("schema: already on the target, left alone")
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("--schema: creating %s %s.%s from pg_dump's post-data: %w", strings.ToLower(e.Kind), e.Schema, e.Name, err)
 		}
 	}
 	return nil
