@@ -9,12 +9,14 @@
 // text. The copy (apply/schema.go) decides when each section runs, records
 // the phase in walapply.copies and maps the errors here onto apply's
 // (PermanentError, ErrConfig, SchemaConflictError); this package holds no
-// connection of its own and no state. It reads the catalogs through Querier
-// and runs statements through Execer (a *pgx.Conn is both), and logs to the
-// logger it is given, so that the rules it holds (when an existing object
+// connection of its own and no state. It reads the catalogs through
+// Querier, runs statements through Execer (a *pgx.Conn is both), opens the
+// post-data section's connections through the Connect it is given and logs
+// to the logger it is given. So the rules it holds (when an existing object
 // is in the way, which failures of an entry are an object already there,
-// how a connection string reaches pg_dump) are tested without a server:
-// the unit tests feed a model of each catalog (fake_test.go). Which objects
-// a table needs is the catalog queries' (sql.go), tested against real
+// how the post-data section is spread over connections, how a connection
+// string reaches pg_dump) are tested without a server: the unit tests feed
+// a model of each catalog and connection (fake_test.go). Which objects a
+// table needs is the catalog queries' (sql.go), tested against real
 // servers by apply's TestCopySchema*.
 package schema
