@@ -170,7 +170,8 @@
 //     statement), compact_copy.go (a run of net inserts encoded for COPY),
 //     relcache.go (applier.relation), registry.go (the walapply schema),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go,
-//     errdetail.go, valuecheck.go (which column a rejected value is in).
+//     errdetail.go, valuecheck.go (the checked retry: which column a
+//     rejected value is in).
 //   - Compaction: compact_write.go (write-out, the inserts),
 //     compact_keyed.go (the multi-row UPDATE and DELETE by key),
 //     compact_apply.go (which tables compact; rows packed into array
@@ -184,8 +185,12 @@
 //     locator; conflict.go, the self-recording wrappers of the conflict
 //     policies and the conflict record), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks); apply calls them by their
-//     own names (sqlgen.Insert, relmap.Entry, compact.Compactor).
+//     order, multi-row row sources and chunks), schema (--schema's pg_dump:
+//     found, run, its script split and run; the plan of what pre-data
+//     creates and its conflicts), valuecheck (whether the target refuses
+//     one value, asked of the target; a value's shape, never the value);
+//     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
+//     compact.Compactor, schema.Plan, valuecheck.Refuses).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
@@ -200,8 +205,9 @@
 //     copy_ranges.go and copy_split.go (big tables in ranges),
 //     copy_freeze.go, copy_pipe.go, copy_format.go, copy_filter.go,
 //     copy_sequences.go, copy_progress.go, refresh.go, refresh_state.go,
-//     refresh_sync.go; with --schema: schema.go, schema_plan.go,
-//     schema_pgdump.go.
+//     refresh_sync.go; with --schema: schema.go (the sections created
+//     and the phase recorded), schema_plan.go (internal/schema's plan,
+//     pg_dump and errors as apply's; the preflight's check).
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,

@@ -49,7 +49,7 @@ func isTLSFailure(err error) bool {
 type columnError struct {
 	columns []string // quoted
 	typ     string   // the target type, as format_type writes it
-	value   string   // the value's shape (valueShape), once checked (valuecheck.go)
+	value   string   // the value's shape (valuecheck.Describe), once checked (valuecheck.go)
 	err     error
 }
 

@@ -10,29 +10,6 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// TestValueShape: a rejected value is described by its length or digits,
-// never shown.
-func TestValueShape(t *testing.T) {
-	for _, c := range []struct {
-		kind byte
-		data string
-		want string
-	}{
-		{protocol.ColumnText, "ééééééééééé", "a value of 11 characters"},
-		{protocol.ColumnText, "99999999999", "a number with 11 digits"},
-		{protocol.ColumnText, "-0012345.678", "a number with 5 digits before the decimal point and 3 after"},
-		{protocol.ColumnText, "0", "a number with 1 digits"},
-		{protocol.ColumnText, "1e400", "a value of 5 characters"},
-		{protocol.ColumnText, ".", "a value of 1 characters"},
-		{protocol.ColumnText, "\xff\xfe", "a value of 2 bytes"},
-		{protocol.ColumnBinary, "\x00\x00\x00\x00\x00\x00\x00\x01", "a binary value of 8 bytes"},
-	} {
-		if got := valueShape(&protocol.TupleColumn{Kind: c.kind, Data: []byte(c.data)}); got != c.want {
-			t.Errorf("%q: got %q, want %q", c.data, got, c.want)
-		}
-	}
-}
-
 // TestUncheckedRetry: a value error on a row's statement that no check
 // has named yet makes Run retry once without grouping, also back to an
 // earlier transaction than the last retry stopped at; a checked one, or

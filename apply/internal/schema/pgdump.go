@@ -1,4 +1,4 @@
-package apply
+package schema
 
 import (
 	"bytes"
@@ -17,28 +17,40 @@ import (
 	"github.com/walapply/walapply/internal/secret"
 )
 
-// pgDump is a pg_dump found and its major version.
+// PgDump is a pg_dump found and its major version.
 //
-// pg_dump is the tool that writes the schema for --schema (schema.go):
-// walapply generates no DDL of its own. It is found as Config.PgDump, on
-// PATH, or in `pg_config --bindir`, and must be at least the source's
-// major version (an older pg_dump cannot read a newer catalog, and refuses
-// to).
+// pg_dump is the tool that writes the schema for --schema: walapply
+// generates no DDL of its own. It is found as Config.PgDump, on PATH, or in
+// `pg_config --bindir`, and must be at least the source's major version (an
+// older pg_dump cannot read a newer catalog, and refuses to).
 //
 // The source's password never reaches pg_dump's command line (which ps
 // shows): it is taken out of the connection string given as --dbname and
 // passed in the child's PGPASSWORD.
-type pgDump struct {
-	path  string
-	major int
+type PgDump struct {
+	Path  string
+	Major int
 }
+
+// ToolError is a pg_dump that cannot serve the source: none found, one
+// that does not run or is not PostgreSQL's, one older than the source, or
+// one that refuses the source's server version. Retrying cannot fix it:
+// the operator installs the source's major version of pg_dump.
+type ToolError struct{ Err error }
+
+func (e *ToolError) Error() string { return e.Err.Error() }
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// ErrConnString is wrapped by Dump's error when the source's connection
+// string cannot be parsed (the error says why, without its password).
+var ErrConnString = errors.New("source connection string")
 
 var pgDumpVersion = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
 
-// findPgDump finds pg_dump and checks it can dump a source of
-// server_version_num version.
-func findPgDump(ctx context.Context, cfg *Config, version int) (pgDump, error) {
-	path := cfg.PgDump
+// Find finds pg_dump (at path, or on PATH or by pg_config when path is
+// empty) and checks it can dump a source of server_version_num version.
+// Every error it returns is a *ToolError.
+func Find(ctx context.Context, path string, version int) (PgDump, error) {
 	if path == "" {
 		if p, err := exec.LookPath("pg_dump"); err == nil {
 			path = p
@@ -48,51 +60,56 @@ func findPgDump(ctx context.Context, cfg *Config, version int) (pgDump, error) {
 	}
 	srcMajor := version / 10000
 	if path == "" {
-		return pgDump{}, &PermanentError{fmt.Errorf("--schema needs pg_dump, found neither on PATH nor by pg_config --bindir: install PostgreSQL %d's client programs (e.g. postgresql-client-%d) and pass --pg-dump PATH", srcMajor, srcMajor)}
+		return PgDump{}, &ToolError{fmt.Errorf("--schema needs pg_dump, found neither on PATH nor by pg_config --bindir: install PostgreSQL %d's client programs (e.g. postgresql-client-%d) and pass --pg-dump PATH", srcMajor, srcMajor)}
 	}
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
-		return pgDump{}, &PermanentError{fmt.Errorf("running %s --version for --schema: %w; pass --pg-dump with the path of PostgreSQL %d's pg_dump", path, err, srcMajor)}
+		return PgDump{}, &ToolError{fmt.Errorf("running %s --version for --schema: %w; pass --pg-dump with the path of PostgreSQL %d's pg_dump", path, err, srcMajor)}
 	}
 	m := pgDumpVersion.FindSubmatch(out)
 	if m == nil {
-		return pgDump{}, &PermanentError{fmt.Errorf("%s --version printed %q, not a PostgreSQL pg_dump's version", path, strings.TrimSpace(string(out)))}
+		return PgDump{}, &ToolError{fmt.Errorf("%s --version printed %q, not a PostgreSQL pg_dump's version", path, strings.TrimSpace(string(out)))}
 	}
 	major, _ := strconv.Atoi(string(m[1]))
 	if major < srcMajor {
-		return pgDump{}, &PermanentError{fmt.Errorf("%s is PostgreSQL %d's pg_dump, older than the source (PostgreSQL %d), and cannot dump its schema: install PostgreSQL %d's client programs (e.g. postgresql-client-%d) and pass --pg-dump PATH", path, major, srcMajor, srcMajor, srcMajor)}
+		return PgDump{}, &ToolError{fmt.Errorf("%s is PostgreSQL %d's pg_dump, older than the source (PostgreSQL %d), and cannot dump its schema: install PostgreSQL %d's client programs (e.g. postgresql-client-%d) and pass --pg-dump PATH", path, major, srcMajor, srcMajor, srcMajor)}
 	}
-	return pgDump{path: path, major: major}, nil
+	return PgDump{Path: path, Major: major}, nil
 }
 
-// dump runs pg_dump --schema-only for one section with the given object
-// selection switches and returns its script.
-func (d pgDump) dump(ctx context.Context, cfg *Config, section string, selection []string) (string, error) {
-	dbname, password, err := withoutPassword(cfg.Source)
+// Dump runs pg_dump --schema-only for one section ("pre-data",
+// "post-data") of the source that connection string source names, as
+// application appName, with the given object selection switches
+// (Pattern), and returns its script. Its error wraps ErrConnString when
+// source does not parse, and is a *ToolError when pg_dump refuses the
+// source's version; pg_dump's own message in it is scrubbed of source's
+// password.
+func (d PgDump) Dump(ctx context.Context, source, appName, section string, selection []string) (string, error) {
+	dbname, password, err := withoutPassword(source)
 	if err != nil {
-		return "", fmt.Errorf("%w: source connection string: %v", ErrConfig, secret.Error(err, cfg.Source))
+		return "", fmt.Errorf("%w: %v", ErrConnString, secret.Error(err, source))
 	}
 	args := append([]string{"--schema-only", "--section=" + section, "--no-owner", "--no-privileges", "--dbname=" + dbname}, selection...)
-	cmd := exec.CommandContext(ctx, d.path, args...)
-	cmd.Env = append(os.Environ(), "PGAPPNAME=walapply "+cfg.Name+" schema")
+	cmd := exec.CommandContext(ctx, d.Path, args...)
+	cmd.Env = append(os.Environ(), "PGAPPNAME="+appName)
 	if password != "" {
 		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		msg := secret.Scrub(strings.TrimSpace(stderr.String()), cfg.Source)
+		msg := secret.Scrub(strings.TrimSpace(stderr.String()), source)
 		if strings.Contains(msg, "server version mismatch") || strings.Contains(msg, "aborting because of server version") {
-			return "", &PermanentError{fmt.Errorf("%s (PostgreSQL %d) refuses the source's server version: install the source's major version of pg_dump and pass --pg-dump PATH (pg_dump said: %s)", d.path, d.major, msg)}
+			return "", &ToolError{fmt.Errorf("%s (PostgreSQL %d) refuses the source's server version: install the source's major version of pg_dump and pass --pg-dump PATH (pg_dump said: %s)", d.Path, d.Major, msg)}
 		}
 		return "", fmt.Errorf("running pg_dump --section=%s on the source: %v: %s", section, err, msg)
 	}
 	return stdout.String(), nil
 }
 
-// dumpPattern is pg_dump's -t/-n pattern matching exactly one name: in
+// Pattern is pg_dump's -t/-n pattern matching exactly one name: in
 // double quotes every pattern character is literal, a quote is doubled.
-func dumpPattern(names ...string) string {
+func Pattern(names ...string) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
@@ -185,38 +202,4 @@ func skipKV(s string, i int) int {
 		i++
 	}
 	return i
-}
-
-// dumpEntry is one object of a pg_dump script: what its header comment
-// names and its SQL.
-type dumpEntry struct {
-	name, kind, schema string // the header's Name, Type and Schema
-	sql                string
-}
-
-var dumpHeader = regexp.MustCompile(`^-- Name: (.*); Type: ([A-Z ]+); Schema: (.*); Owner: `)
-
-// parseDump splits a plain pg_dump script into its preamble (the session
-// settings every connection running the entries needs) and its entries.
-// The psql meta-commands pg_dump writes (\restrict, \connect) are left out: the statements
-// are sent to the server directly.
-func parseDump(script string) (preamble string, entries []dumpEntry) {
-	var cur *dumpEntry
-	var pre strings.Builder
-	for _, line := range strings.SplitAfter(script, "\n") {
-		if strings.HasPrefix(line, `\restrict `) || strings.HasPrefix(line, `\unrestrict `) || strings.HasPrefix(line, `\connect `) {
-			continue
-		}
-		if m := dumpHeader.FindStringSubmatch(strings.TrimRight(line, "\n")); m != nil {
-			entries = append(entries, dumpEntry{name: m[1], kind: m[2], schema: m[3]})
-			cur = &entries[len(entries)-1]
-			continue
-		}
-		if cur == nil {
-			pre.WriteString(line)
-		} else {
-			cur.sql += line
-		}
-	}
-	return pre.String(), entries
 }

@@ -1,11 +1,11 @@
-package apply
+package schema
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestDumpPattern(t *testing.T) {
+func TestPattern(t *testing.T) {
 	for _, tc := range []struct {
 		names []string
 		want  string
@@ -14,8 +14,8 @@ func TestDumpPattern(t *testing.T) {
 		{[]string{"Other Sch", `Odd "Table"`}, `"Other Sch"."Odd ""Table"""`},
 		{[]string{"s", "a*b?.c"}, `"s"."a*b?.c"`}, // literal inside quotes
 	} {
-		if got := dumpPattern(tc.names...); got != tc.want {
-			t.Errorf("dumpPattern(%q) = %s, want %s", tc.names, got, tc.want)
+		if got := Pattern(tc.names...); got != tc.want {
+			t.Errorf("Pattern(%q) = %s, want %s", tc.names, got, tc.want)
 		}
 	}
 }
@@ -50,17 +50,17 @@ func TestParseDump(t *testing.T) {
 	script := "--\n-- PostgreSQL database dump\n--\n\n\\restrict abc\n\nSET statement_timeout = 0;\nSELECT pg_catalog.set_config('search_path', '', false);\n\n" +
 		"--\n-- Name: mood; Type: TYPE; Schema: app; Owner: -\n--\n\nCREATE TYPE app.mood AS ENUM (\n    'sad'\n);\n\n" +
 		"--\n-- Name: Odd \"Table\" touch; Type: TRIGGER; Schema: Other Sch; Owner: -\n--\n\nCREATE TRIGGER touch BEFORE UPDATE ON x FOR EACH ROW EXECUTE FUNCTION app.touch();\n\n\\unrestrict abc\n"
-	pre, entries := parseDump(script)
+	pre, entries := Parse(script)
 	if strings.Contains(pre, `\restrict`) || !strings.Contains(pre, "SET statement_timeout = 0;") || !strings.Contains(pre, "set_config") {
 		t.Errorf("preamble %q", pre)
 	}
 	if len(entries) != 2 {
 		t.Fatalf("entries %+v", entries)
 	}
-	if e := entries[0]; e.name != "mood" || e.kind != "TYPE" || e.schema != "app" || !strings.Contains(e.sql, "CREATE TYPE app.mood AS ENUM (\n    'sad'\n);") {
+	if e := entries[0]; e.Name != "mood" || e.Kind != "TYPE" || e.Schema != "app" || !strings.Contains(e.SQL, "CREATE TYPE app.mood AS ENUM (\n    'sad'\n);") {
 		t.Errorf("entry 0 %+v", e)
 	}
-	if e := entries[1]; e.name != `Odd "Table" touch` || e.kind != "TRIGGER" || e.schema != "Other Sch" || strings.Contains(e.sql, `\unrestrict`) {
+	if e := entries[1]; e.Name != `Odd "Table" touch` || e.Kind != "TRIGGER" || e.Schema != "Other Sch" || strings.Contains(e.SQL, `\unrestrict`) {
 		t.Errorf("entry 1 %+v", e)
 	}
 }
