@@ -1,9 +1,5 @@
 package apply
 
-import (
-	"github.com/walapply/walapply/apply/internal/sqlgen"
-)
-
 // sizedTable is a table to copy as wholeForFreeze sees it.
 type sizedTable struct {
 	name   relName
@@ -61,12 +57,10 @@ func (c *copier) copyWhole(tables []*copyTable, sizes []tableSize, split int64, 
 		return nil
 	}
 	whole := make(map[relName]bool, len(names))
-	logged := make([]string, len(names))
-	for i, n := range names {
+	for _, n := range names {
 		whole[n] = true
-		logged[i] = sqlgen.LogRelation(n.schema, n.name)
 	}
-	c.cfg.Logger.Info().Strs("relations", logged).Int("copy_workers", workers).Int64("split_size", split).
+	c.cfg.Logger.Info().Str("relations", logRelations(names)).Int("copy_workers", workers).Int64("split_size", split).
 		Str("reason", "as many big tables as copy workers: ranges would add no parallelism, and COPY FREEZE spares post-data's index builds the hint bits").
 		Msg("copying big tables whole, with COPY FREEZE, not in ranges")
 	return whole
