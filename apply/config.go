@@ -74,6 +74,10 @@ type Config struct {
 	// (copy_ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB
 	// without; negative: never.
 	CopySplitSize int64
+	// splitDefault, when positive, replaces both of CopySplitSize's
+	// defaults: the seam (SetSplitDefault) through which tests copy small
+	// tables as the default would big ones (copy_whole.go).
+	splitDefault int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.

@@ -17,21 +17,28 @@ import (
 // times the table's size in WAL for a primary key built after a
 // checkpoint (BENCHMARKS.md, issues 17 and 20).
 //
-// Only tables this attempt's pre-data created (copier.created, --schema)
-// qualify, copied whole: a table the user made is never truncated, not
-// even an empty one (--schema leaves an identical empty table alone, and
-// it is not in the set), and a table copied in ranges is filled by several
-// transactions, none of which created it. A resumed copy does not know
-// which tables an earlier attempt's pre-data created (it is not recorded)
-// and copies without FREEZE. A partitioned target table takes no FREEZE
-// (PostgreSQL refuses it). The table was just found empty in this same
+// Only tables that mayFreeze qualify, and only when copied whole: a table
+// copied in ranges is filled by several transactions, none of which
+// created it (which is why copyWhole keeps big tables whole when ranges
+// would buy no parallelism). The table was just found empty in this same
 // transaction, so the TRUNCATE removes no rows.
 func (w *copyWorker) truncateForFreeze(ctx context.Context, t *copyTable) (bool, error) {
-	if !w.c.created[t.relName] || t.targetPartitioned {
+	if !w.c.mayFreeze(t) {
 		return false, nil
 	}
 	if _, err := w.tgt.PgConn().Exec(ctx, "TRUNCATE ONLY "+t.String()).ReadAll(); err != nil {
 		return false, fmt.Errorf("copying table %s: truncating it (created by --schema, empty) for COPY FREEZE: %w", t, err)
 	}
 	return true, nil
+}
+
+// mayFreeze tells whether table t, copied whole, may be copied with COPY
+// FREEZE: only a table this attempt's pre-data created (copier.created,
+// --schema). A table the user made is never truncated, not even an empty
+// one (--schema leaves an identical empty table alone, and it is not in
+// the set). A resumed copy does not know which tables an earlier attempt's
+// pre-data created (it is not recorded) and copies without FREEZE. A
+// partitioned target table takes no FREEZE (PostgreSQL refuses it).
+func (c *copier) mayFreeze(t *copyTable) bool {
+	return c.created[t.relName] && !t.targetPartitioned
 }

@@ -151,10 +151,14 @@ func markRangedCopies(ctx context.Context, q relmap.Querier, applier string, tab
 }
 
 // splitSize is the size above which a table is copied in ranges; 0: never.
+// (With --schema and the default, copyWhole may still copy such tables
+// whole.)
 func (c *copier) splitSize() int64 {
 	switch s := c.cfg.CopySplitSize; {
 	case s < 0:
 		return 0
+	case s == 0 && c.cfg.splitDefault > 0:
+		return c.cfg.splitDefault
 	case s == 0 && c.cfg.Schema:
 		return defaultSchemaSplitSize
 	case s == 0:
@@ -165,8 +169,9 @@ func (c *copier) splitSize() int64 {
 }
 
 // planJobs turns the tables to copy into the workers' jobs, cutting the big
-// ones into ranges read in the snapshot, and records the ranges (emptying
-// first a table an interrupted attempt copied part of).
+// ones into ranges read in the snapshot (unless copyWhole keeps them whole
+// for COPY FREEZE), and records the ranges (emptying first a table an
+// interrupted attempt copied part of).
 func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot string, workers int) ([]copyJob, error) {
 	split := c.splitSize()
 	var w *copyWorker
@@ -181,13 +186,23 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			return nil, err
 		}
 	}
-	var jobs []copyJob
-	for _, t := range tables {
-		var ranges []*copyRange
-		var size int64
-		if w != nil {
+	sizes := make([]tableSize, len(tables))
+	if w != nil {
+		for i, t := range tables {
 			var err error
-			if ranges, size, err = w.splitTable(ctx, t, split, workers); err != nil {
+			if sizes[i], err = w.sizeTable(ctx, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	whole := c.copyWhole(tables, sizes, split, workers) // copy_whole.go
+	var jobs []copyJob
+	for i, t := range tables {
+		var ranges []*copyRange
+		size := sizes[i].size
+		if w != nil && !whole[t.relName] {
+			var err error
+			if ranges, err = w.cutTable(ctx, t, sizes[i], split, workers); err != nil {
 				return nil, err
 			}
 		}

@@ -8,24 +8,31 @@ import (
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
-// splitTable cuts a table into ranges when it is bigger than split, in the
-// worker's snapshot; none when it is copied whole. It also returns the
-// table's size (0 for a partitioned one).
-func (w *copyWorker) splitTable(ctx context.Context, t *copyTable, split int64, workers int) ([]*copyRange, int64, error) {
-	if t.partitioned {
-		return nil, 0, nil
-	}
-	var size, blockSize int64
-	var key *string
-	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&size, &blockSize, &key); err != nil {
-		return nil, 0, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
-	}
-	rs, err := w.cutTable(ctx, t, size, blockSize, key, split, workers)
-	return rs, size, err
+// tableSize is what a table's split reads of it on the source, in the
+// snapshot: its relation size (0 for a partitioned table, never split),
+// the block size, and its primary key column when that is a single
+// integer column.
+type tableSize struct {
+	size, blockSize int64
+	key             *string
 }
 
-// cutTable makes splitTable's ranges.
-func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, size, blockSize int64, key *string, split int64, workers int) ([]*copyRange, error) {
+// sizeTable reads table t's tableSize in the worker's snapshot.
+func (w *copyWorker) sizeTable(ctx context.Context, t *copyTable) (tableSize, error) {
+	var s tableSize
+	if t.partitioned {
+		return s, nil
+	}
+	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&s.size, &s.blockSize, &s.key); err != nil {
+		return s, fmt.Errorf("reading the size of table %s on the source: %w", t, err)
+	}
+	return s, nil
+}
+
+// cutTable cuts a table into ranges when it is bigger than split, in the
+// worker's snapshot; none when it is copied whole.
+func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, ts tableSize, split int64, workers int) ([]*copyRange, error) {
+	size, blockSize, key := ts.size, ts.blockSize, ts.key
 	if size <= split {
 		return nil, nil
 	}

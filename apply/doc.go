@@ -202,7 +202,8 @@
 //   - Initial copy and tables published later: copy.go, copy_plan.go
 //     (what a start does about the copy), copy_tables.go,
 //     copy_worker.go, copy_origins.go (the copy workers' origins),
-//     copy_ranges.go and copy_split.go (big tables in ranges),
+//     copy_ranges.go and copy_split.go (big tables in ranges), copy_whole.go
+//     (or whole, for COPY FREEZE),
 //     copy_freeze.go, copy_pipe.go, copy_format.go, copy_filter.go,
 //     copy_sequences.go, copy_progress.go, refresh.go, refresh_state.go,
 //     refresh_sync.go; with --schema: schema.go (the sections created
