@@ -10,93 +10,89 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// coalescePause is the longest pause after a read that emptied the socket.
-// Live, a message waits at most this long more.
-const coalescePause = time.Millisecond
+// coalescePause is how long after a read that left the socket empty the
+// next read waits before it touches the socket, counted from the end of
+// that read (readPacer). Live, a message waits at most this long more.
+const coalescePause = 2 * time.Millisecond
 
-// coalesceRcvBuf is the receive buffer asked for on a TCP replication
-// connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small enough
-// that a walsender sending a backlog of small transactions fills the window
-// within coalescePause (with 48 and 64 KiB it often did not, on
-// PostgreSQL 18), large enough that it rarely waits for walapply.
-const coalesceRcvBuf = 32 << 10
+// coalesceRcvBuf is the receive buffer asked for on a loopback replication
+// connection (SO_RCVBUF; Linux doubles it for its bookkeeping). It must be
+// small enough that the walsender fills the window well within
+// coalescePause even when it competes for a core; on loopback the window
+// costs no throughput, since a read reopens it at once.
+const coalesceRcvBuf = 16 << 10
 
-// coalesceEnough is what must be waiting on the socket, after a read that
-// emptied it, for the next read not to pause: about a window, which only a
-// walsender that is ahead has queued; one that is behind trickles in a
-// message at a time. Bars of 8, 16 and 32 KiB did about as well as each
-// other in a few drains each (a backlog of one-row transactions went in
-// 26,000-171,000 segments, against 5,000-273,000 without the bar and the
-// small buffer); the whole window is kept because only a walsender that is
-// ahead can have that much queued.
-const coalesceEnough = 32 << 10
+// streamReadBuffer is the size of the buffer the replication stream is read
+// into: one read takes all that waits on the socket (pgproto3's own buffer
+// is 8 KiB, and would take several).
+const streamReadBuffer = 256 << 10
 
-// coalescingConn is a net.Conn whose reads pause after one that found the
-// socket empty.
+// coalescingConn is a net.Conn whose reads, once pacing is on, are spaced
+// by a readPacer.
 //
-// Read coalescing on the replication connection.
+// Read pacing on the replication connection.
 //
 // The walsender writes every message with a send() of its own. Over TCP, a
 // send into an open receive window leaves at once as a segment of its own,
 // and on loopback the sending process also does the receive side's work for
-// it. A send into a closed window only appends to the last queued segment,
-// and the queue leaves in window-sized segments when the reader makes room.
-// On a backlog of 200,000 one-row transactions on PostgreSQL 15, PostgreSQL's
-// own apply worker, slower than the walsender, kept the window closed: 1,174
-// segments, 1.03 s of source CPU. walapply, faster, kept it open: 157,566
-// segments, 1.60 s (one drain each).
+// it: in a drain of 200,000 one-row transactions, 62% of the walsender's CPU
+// was send(2), 38% the transmission of segments (perf, PostgreSQL 18). A
+// send into a closed window only appends to the socket's queue, and the
+// queue leaves in window-sized segments when the reader makes room.
+// PostgreSQL's own apply worker, slower than the walsender, keeps the window
+// closed without trying. walapply, faster, kept it open, and so made the
+// walsender — the slowest stage of such a drain — slower still.
 //
-// So walapply closes the window on purpose when the walsender is behind: on
-// a loopback connection the socket's receive buffer is small
-// (coalesceRcvBuf), and after a read that emptied the socket, the next read
-// waits briefly (at most coalescePause) for about a window's worth
-// (coalesceEnough) to be waiting. A walsender that is ahead has that much
-// queued at once, so a fast stream is not paused. (A reader that always
-// paused was slower on backlogs that keep the target busy, pgbench and
-// mixed on PostgreSQL 18; with less than a window as the bar, or reading
-// into a 64 KiB buffer of its own, the window stayed open for much of a
-// backlog of small transactions.)
+// So while streaming, walapply reads the socket empty and then leaves it
+// alone for coalescePause, counted from the end of that read: time spent
+// applying what was read counts, so a reader that is the bottleneck is
+// never made to wait. During the pause the small loopback window
+// (coalesceRcvBuf) fills and closes, and the walsender's further sends
+// queue, to arrive in a few large segments at the next read. A read that
+// leaves bytes on the socket (the queue flowed in while it ran) is followed
+// by another at once. The pause outlives a read deadline that the caller
+// set (the run loop's deadlines mean "nothing more at hand: commit the
+// group"): the read that times out returns, and the next one waits for the
+// rest of the pause.
 //
-// On Linux the wait is spent in the kernel (awaitWindow): the socket's
-// SO_RCVLOWAT is raised to coalesceEnough and one ppoll(2) waits for that
-// much or for the pause to end, so the pause also ends as soon as the
-// window is full. It used to be a SIOCINQ look and a time.Sleep, and while
-// the goroutine slept on a Go timer the runtime's poller thread was woken
-// by every segment that arrived (its epoll is edge-triggered and nobody was
-// reading); below the low-water mark the kernel wakes nobody. In one drain
-// of 200,000 one-row transactions on PostgreSQL 18 (perf stat, load
-// average 12-16 from other work): 222,000 epoll_pwait and 262,000 context
-// switches before, 10,000 and 35,000 after; with a CPU-bound neighbour per
-// core 16,000 and 27,000 before, 4,500 and 10,000 after. In five
-// alternating rounds of that drain, walapply's CPU went from 1.85 to 0.84 s
-// without the neighbours and from 0.69 to 0.47 s with them (medians), and
-// the drains from 6.3 to 5.0 s and from 7.9 to 6.4 s.
+// Why not the mechanism before it, a wait that ended as soon as a window's
+// worth had arrived (SO_RCVLOWAT at 32 KiB): the window then reopened as
+// soon as it closed, so nearly every send was a segment of its own. Side by
+// side (walbench, walapply alone, PostgreSQL 18, machine shared with other
+// work), the drain of small went from 303,000-474,000 segments and 4.0-4.5
+// s of walsender CPU to 7,000-17,000 and 2.3-2.6 s; see BENCHMARKS.md,
+// "The receive path, session 9". A longer pause or a 32 KiB buffer let more
+// segments through; an 8 KiB buffer held the window to a few hundred bytes
+// of small messages and throttled the stream.
 //
-// Taking the pause out, or a large or autotuned receive buffer instead of
-// the small one, was worse with and without the neighbours (issue 17: the
-// same drain took the walsender up to 2.1 s of CPU instead of 0.7-1.1 s,
-// walapply up to 3.6 s, and up to 9.5 s against 3.3-6.1 s).
-//
-// The pause never passes the read deadline that the caller set (the run
-// loop's deadlines mean "nothing more at hand: commit the group"), and a
-// read that filled the caller's buffer is followed by another at once.
+// While it pauses, the goroutine sleeps in the kernel with the socket's
+// SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose
+// epoll is edge-triggered, is not woken by every segment that arrives. The
+// commands before START_REPLICATION are never paced: each answer is read
+// as it comes.
 type coalescingConn struct {
 	net.Conn
-	pause time.Duration
+	// pacing is turned on when streaming starts (startPacing).
+	pacing atomic.Bool
 	// deadline is the read deadline last set, in Unix nanoseconds (0:
 	// none). Atomic: pgconn's context watcher and the keepalive sender set
 	// deadlines from other goroutines than the one reading.
 	deadline atomic.Int64
-	emptied  bool // the last read returned less than asked
-	// await waits at most d for coalesceEnough bytes to be waiting on the
-	// socket (socketAwait).
-	await func(d time.Duration)
-	now   func() time.Time
+	pacer    readPacer
+	// sleep waits d without waking on arriving data (socketSleep);
+	// waiting reports the bytes on the socket, or -1 if it cannot tell
+	// (socketWaiting).
+	sleep   func(d time.Duration)
+	waiting func() int
+	now     func() time.Time
 }
 
 func newCoalescingConn(c net.Conn, pause time.Duration) *coalescingConn {
-	return &coalescingConn{Conn: c, pause: pause, await: socketAwait(c), now: time.Now}
+	return &coalescingConn{Conn: c, pacer: readPacer{pause: pause}, sleep: socketSleep(c), waiting: socketWaiting(c), now: time.Now}
 }
+
+// startPacing turns pacing on: the connection now carries the stream.
+func (c *coalescingConn) startPacing() { c.pacing.Store(true) }
 
 func (c *coalescingConn) SetDeadline(t time.Time) error {
 	c.noteDeadline(t)
@@ -117,39 +113,67 @@ func (c *coalescingConn) noteDeadline(t time.Time) {
 }
 
 func (c *coalescingConn) Read(p []byte) (int, error) {
-	if c.emptied && c.pause > 0 {
-		d := c.pause
-		if ns := c.deadline.Load(); ns != 0 {
-			d = min(d, time.Unix(0, ns).Sub(c.now()))
-		}
-		if d > 0 {
-			c.await(d)
-		}
+	if !c.pacing.Load() {
+		return c.Conn.Read(p)
+	}
+	var deadline time.Time
+	if ns := c.deadline.Load(); ns != 0 {
+		deadline = time.Unix(0, ns)
+	}
+	if d := c.pacer.wait(c.now(), deadline); d > 0 {
+		c.sleep(d)
 	}
 	n, err := c.Conn.Read(p)
-	c.emptied = err == nil && n < len(p)
+	if err != nil {
+		return n, err
+	}
+	emptied := n < len(p)
+	if w := c.waiting(); w >= 0 {
+		emptied = w == 0
+	}
+	c.pacer.read(c.now(), emptied)
 	return n, err
 }
 
-// sleepUnlessEnough is the wait where the kernel cannot do it (not a TCP
-// socket, not Linux): it asks how much is waiting (waiting returns -1 if
-// it cannot tell) and sleeps for the whole pause unless a window's worth is.
-func sleepUnlessEnough(waiting func() int, sleep func(time.Duration)) func(time.Duration) {
-	return func(d time.Duration) {
-		if waiting() < coalesceEnough {
-			sleep(d)
-		}
+// readPacer decides when a paced read may touch the socket. It is fed the
+// outcome of every read that returned data and answers how long the next
+// one waits; a read that failed (a deadline that passed) changes nothing.
+type readPacer struct {
+	pause time.Duration
+	// emptied: the last read that returned data left the socket empty,
+	// at last.
+	emptied bool
+	last    time.Time
+}
+
+// read records a read that returned data and ended at now; emptied tells
+// whether it left the socket empty.
+func (p *readPacer) read(now time.Time, emptied bool) {
+	p.emptied, p.last = emptied, now
+}
+
+// wait is how long a read starting at now waits: until coalescePause after
+// the last read that emptied the socket, but never past deadline (zero:
+// none), and not at all after a read that left bytes behind.
+func (p *readPacer) wait(now, deadline time.Time) time.Duration {
+	if !p.emptied || p.pause <= 0 {
+		return 0
 	}
+	until := p.last.Add(p.pause)
+	if !deadline.IsZero() && deadline.Before(until) {
+		until = deadline
+	}
+	return max(until.Sub(now), 0)
 }
 
 // coalescing wraps the connections that dial opens (pgconn's dialer, with
-// the connection string's connect_timeout) in a coalescingConn, and gives
-// loopback TCP connections the small receive buffer that lets the window
-// close. Across a network the window must cover the bandwidth-delay
-// product (a window of some tens of KiB at a 10 ms round trip allows a few
-// MB/s; an estimate, not measured) and segments cost the sender less, so
-// there the kernel's autotuning stays.
-func coalescing(dial pgconn.DialFunc, pause time.Duration) pgconn.DialFunc {
+// the connection string's connect_timeout) in a coalescingConn, handed to
+// opened as well, and gives loopback TCP connections the small receive
+// buffer that lets the window close. Across a network the window must
+// cover the bandwidth-delay product (a window of some tens of KiB at a
+// 10 ms round trip allows a few MB/s; an estimate, not measured) and
+// segments cost the sender less, so there the kernel's autotuning stays.
+func coalescing(dial pgconn.DialFunc, pause time.Duration, opened func(*coalescingConn)) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -161,7 +185,11 @@ func coalescing(dial pgconn.DialFunc, pause time.Duration) pgconn.DialFunc {
 				return nil, fmt.Errorf("protocol: setting the receive buffer of the replication socket: %w", err)
 			}
 		}
-		return newCoalescingConn(c, pause), nil
+		cc := newCoalescingConn(c, pause)
+		if opened != nil {
+			opened(cc)
+		}
+		return cc, nil
 	}
 }
 

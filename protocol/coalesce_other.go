@@ -7,11 +7,9 @@ import (
 	"time"
 )
 
-// socketAwait cannot ask the socket on this system: every read that
-// follows one that emptied the socket sleeps for the whole pause.
-func socketAwait(c net.Conn) func(time.Duration) {
-	return sleepUnlessEnough(socketWaiting(c), time.Sleep)
-}
+// socketSleep is a plain sleep on this system.
+func socketSleep(net.Conn) func(time.Duration) { return time.Sleep }
 
-// socketWaiting cannot tell how much waits on this system.
+// socketWaiting cannot tell how much waits on this system: a read that
+// returns less than it asked for counts as one that emptied the socket.
 func socketWaiting(net.Conn) func() int { return func() int { return -1 } }

@@ -1,9 +1,11 @@
 package protocol
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -28,6 +30,9 @@ type ReplConn struct {
 	pg      *pgconn.PgConn
 	version int // server_version_num
 	stream  *ReplStream
+	// paced is the socket under pg, paced once streaming starts
+	// (coalescingConn); nil when dialed otherwise.
+	paced *coalescingConn
 	// spent is set once the connection can take no more commands; it says why.
 	spent error
 }
@@ -83,7 +88,13 @@ func ConnectReplication(ctx context.Context, connString string, opts ...ConnectO
 	cfg.BuildContextWatcherHandler = func(pg *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pg.Conn()}
 	}
-	cfg.DialFunc = coalescing(cfg.DialFunc, coalescePause)
+	// The connection dialed last is the one pgconn keeps (a multi-host
+	// string dials one host after another).
+	var paced *coalescingConn
+	cfg.DialFunc = coalescing(cfg.DialFunc, coalescePause, func(c *coalescingConn) { paced = c })
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, streamReadBuffer), w)
+	}
 	pg, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("protocol: connect to the source for replication: %w", secret.Error(err, connString))
@@ -97,7 +108,7 @@ func ConnectReplication(ctx context.Context, connString string, opts ...ConnectO
 		pg.Close(ctx)
 		return nil, fmt.Errorf("protocol: logical replication with pgoutput needs PostgreSQL 10 or later (source is %s)", versionString(v))
 	}
-	return &ReplConn{pg: pg, version: v}, nil
+	return &ReplConn{pg: pg, version: v, paced: paced}, nil
 }
 
 // PgConn returns the underlying connection, for callers that need a

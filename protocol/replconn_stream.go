@@ -124,6 +124,9 @@ func (c *ReplConn) StartReplication(ctx context.Context, slot string, start LSN,
 	}
 	s := &ReplStream{conn: c, netConn: c.pg.Conn(), opts: plan.decoder, pubs: o.Publications}
 	c.stream = s
+	if c.paced != nil {
+		c.paced.startPacing() // coalesce.go; the connection takes no more commands
+	}
 	return s, nil
 }
 
