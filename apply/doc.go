@@ -161,7 +161,8 @@
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
 //     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
-//     conflict.go (kinds, policies, ConflictError, logging),
+//     conflict.go (kinds, policies), applier_conflict.go (a conflict
+//     logged and counted),
 //     conflict_sql.go (a change's statement wrapped by its policy; the
 //     SQL is sqlgen's), rewind.go (the
 //     origin moved back after a failed COMMIT or PREPARE).
@@ -169,8 +170,10 @@
 //     applier needs; controlCatalog), statements.go (a change's prepared
 //     statement), compact_copy.go (a run of net inserts encoded for COPY),
 //     relcache.go (applier.relation), registry.go (the walapply schema),
-//     registry_read.go (ReadRegistered, for walapply status), errors.go,
-//     errdetail.go, valuecheck.go (the checked retry: which column a
+//     registry_read.go (ReadRegistered, for walapply status), errors.go
+//     (the error kinds every file uses: PermanentError, ErrConfig and the
+//     other sentinels, SchemaError, ConflictError; IsTransient),
+//     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
 //     rejected value is in).
 //   - Compaction: compact_write.go (write-out, the inserts),
 //     compact_keyed.go (the multi-row UPDATE and DELETE by key),
