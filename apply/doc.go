@@ -169,7 +169,7 @@
 //   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs; controlCatalog), statements.go (a change's prepared
 //     statement), compact_copy.go (a run of net inserts encoded for COPY),
-//     relcache.go (applier.relation), registry.go (the walapply schema),
+//     relcache.go (applier.relation), registry.go (the walapply schema; registry.Register),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go
 //     (the error kinds every file uses: PermanentError, ErrConfig and the
 //     other sentinels, SchemaError, ConflictError; IsTransient),
@@ -191,9 +191,12 @@
 //     order, multi-row row sources and chunks), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
 //     creates and its conflicts), valuecheck (whether the target refuses
-//     one value, asked of the target; a value's shape, never the value);
+//     one value, asked of the target; a value's shape, never the value),
+//     registry (the applier's row in walapply.appliers: recorded, or a
+//     start refused for another slot or an origin another applier owns);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
-//     compact.Compactor, schema.Plan, valuecheck.Refuses).
+//     compact.Compactor, schema.Plan, valuecheck.Refuses,
+//     registry.Register).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
