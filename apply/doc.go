@@ -193,10 +193,12 @@
 //     creates and its conflicts), valuecheck (whether the target refuses
 //     one value, asked of the target; a value's shape, never the value),
 //     registry (the applier's row in walapply.appliers: recorded, or a
-//     start refused for another slot or an origin another applier owns);
+//     start refused for another slot or an origin another applier owns),
+//     timeline (up to where two of the source's timelines share their
+//     WAL, from its timeline histories);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
-//     registry.Register).
+//     registry.Register, timeline.SharedUntil).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
