@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply/internal/registry"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/migrations"
@@ -15,9 +16,10 @@ import (
 // prepareTarget brings the target's walapply schema up to date on conn
 // (the session's control connection): one query when it already is, a
 // few round trips when it is not (migrations.UpConn).
-func prepareTarget(ctx context.Context, conn *pgx.Conn, cfg *Config) error {
+// target is the target's connection string, kept out of the error.
+func prepareTarget(ctx context.Context, conn *pgx.Conn, target string) error {
 	if err := migrations.UpConn(ctx, conn); err != nil {
-		return fmt.Errorf("migrating the walapply schema on the target: %w", secret.Error(err, cfg.Target))
+		return fmt.Errorf("migrating the walapply schema on the target: %w", secret.Error(err, target))
 	}
 	return nil
 }
@@ -43,9 +45,8 @@ var ErrOriginTaken = registry.ErrOriginTaken
 // its slot is the one recorded (registry.Register). It runs before the slot
 // is looked up or created, so a start refused for naming another slot
 // creates no slot either. The refusals are permanent.
-func registerApplier(ctx context.Context, conn *pgx.Conn, cfg *Config, origin string, sys protocol.SystemInfo) error {
-	a := registry.Applier{Name: cfg.Name, Slot: cfg.Slot, Publications: cfg.Publications, Origin: origin}
-	err := registry.Register(ctx, conn, a, sys, cfg.Logger)
+func registerApplier(ctx context.Context, conn *pgx.Conn, a registry.Applier, sys protocol.SystemInfo, log zerolog.Logger) error {
+	err := registry.Register(ctx, conn, a, sys, log)
 	if errors.Is(err, ErrWrongSlot) || errors.Is(err, ErrOriginTaken) {
 		return &PermanentError{err}
 	}

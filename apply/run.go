@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/registry"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -225,7 +226,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil {
 		return err
 	}
-	if err := prepareTarget(ctx, s.control, cfg); err != nil {
+	if err := prepareTarget(ctx, s.control, cfg.Target); err != nil {
 		return err
 	}
 	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
@@ -250,7 +251,8 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go
 		return err
 	}
-	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
+	applier := registry.Applier{Name: cfg.Name, Slot: cfg.Slot, Publications: cfg.Publications, Origin: s.origin}
+	if err := registerApplier(ctx, s.control, applier, sys, cfg.Logger); err != nil {
 		return err
 	}
 	if err := s.resolveUntil(ctx); err != nil { // until.go
