@@ -168,8 +168,8 @@
 //     origin moved back after a failed COMMIT or PREPARE).
 //   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs; controlCatalog), statements.go (a change's prepared
-//     statement), compact_copy.go (a run of net inserts encoded for COPY),
-//     relcache.go (applier.relation), registry.go (the walapply schema; registry.Register),
+//     statement), relcache.go (applier.relation), registry.go (the
+//     walapply schema; registry.Register),
 //     registry_read.go (ReadRegistered, for walapply status), errors.go
 //     (the error kinds every file uses: PermanentError, ErrConfig and the
 //     other sentinels, SchemaError, ConflictError; IsTransient),
@@ -195,10 +195,12 @@
 //     registry (the applier's row in walapply.appliers: recorded, or a
 //     start refused for another slot or an origin another applier owns),
 //     timeline (up to where two of the source's timelines share their
-//     WAL, from its timeline histories);
+//     WAL, from its timeline histories), copydata (rows encoded as COPY
+//     data, text or binary, and the COPY statement that takes them);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
-//     registry.Register, timeline.SharedUntil).
+//     registry.Register, timeline.SharedUntil,
+//     copydata.AppendTuple).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
