@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -14,9 +13,6 @@ import (
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
-
-// ErrNotSupported is returned for stream features this build does not apply.
-var ErrNotSupported = errors.New("apply: not supported")
 
 // Stats counts what the applier did. Fields are updated atomically so that
 // metrics and progress callbacks may read them from other goroutines.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/copydata"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -155,17 +156,17 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 }
 
 // queueCopyRun queues a run of inserts as one COPY, unless its values mix
-// text and binary or the table takes no COPY (copySQL).
+// text and binary or the table takes no COPY (copydata.SQL).
 func (a *applier) queueCopyRun(e *relmap.Entry, rows []*compact.Row, cols []int) bool {
-	format := copyFormatOf(rows, cols)
+	format := copydata.RowsFormat(rows, cols)
 	if format == 0 {
 		return false
 	}
-	sql, ok := copySQL(e, format)
+	sql, ok := copydata.SQL(e, format)
 	if !ok {
 		return false
 	}
-	a.sess.QueueCopy(e, sql, copyData(a.net, nil, rows, cols, format))
+	a.sess.QueueCopy(e, sql, copydata.AppendRows(a.net, nil, rows, cols, format))
 	a.Stats.Inserts.Add(int64(len(rows)))
 	a.Stats.CopiedRows.Add(int64(len(rows)))
 	return true

@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"sync/atomic"
@@ -12,9 +11,6 @@ import (
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
-
-// ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("apply: invalid configuration")
 
 // Config says what to replicate from where to where.
 type Config struct {

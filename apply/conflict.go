@@ -1,13 +1,9 @@
 package apply
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/walapply/walapply/apply/internal/pipeline"
 )
 
 // Conflict kinds.
@@ -116,63 +112,4 @@ func (p ConflictPolicies) String() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
-}
-
-// ConflictError stops the applier on a conflict whose policy is error:
-// walapply.conflict_error raised it on the target (SQLSTATE WA001).
-type ConflictError struct {
-	Kind string // update_missing, delete_missing
-	Err  *pgconn.PgError
-}
-
-func (e *ConflictError) Error() string { return e.Err.Message + " (" + e.Err.Hint + ")" }
-func (e *ConflictError) Unwrap() error { return e.Err }
-
-// asConflictError recognises the error walapply.conflict_error raises.
-func asConflictError(err error) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "WA001" {
-		return err
-	}
-	kind := ""
-	if f := strings.Fields(pgErr.Message); len(f) > 1 {
-		kind = f[1]
-	}
-	return &ConflictError{Kind: kind, Err: pgErr}
-}
-
-// conflicted logs and counts a conflict a statement recorded.
-func (a *applier) conflicted(q *pipeline.Stmt, key string) {
-	a.Stats.Conflicts.Add(q.Conflict)
-	if q.Conflict == ConflictUpdateMissing || q.Conflict == ConflictDeleteMissing {
-		a.Stats.MissingRows.Add(1)
-	}
-	a.log.Warn().Str("conflict", q.Conflict).Str("resolution", a.resolution(q.Conflict)).Str("relation", q.Rel.LogName()).
-		Str("key", key).Uint32("xid", q.Xid).Stringer("commit_lsn", q.CommitLSN).Msg("conflict")
-}
-
-func (a *applier) resolution(kind string) string {
-	if a.policies[kind] == PolicyApply && kind != ConflictDeleteMissing {
-		return "applied"
-	}
-	return "skipped"
-}
-
-// rowMissing logs an UPDATE or DELETE that found no row; like PostgreSQL's
-// subscriber, it is skipped (update_missing / delete_missing).
-func (a *applier) rowMissing(q *pipeline.Stmt, n int, key string) {
-	a.Stats.MissingRows.Add(int64(n))
-	kind := "update_missing"
-	if q.Op == pipeline.OpDelete {
-		kind = "delete_missing"
-	}
-	for i := 0; i < n; i++ {
-		a.Stats.Conflicts.Add(kind)
-	}
-	if q.Rows > 1 {
-		key = fmt.Sprintf("%d of the %d rows with keys %s", n, q.Rows, key)
-	}
-	a.log.Warn().Str("conflict", kind).Str("relation", q.Rel.LogName()).Str("key", key).
-		Uint32("xid", q.Xid).Stringer("commit_lsn", q.CommitLSN).
-		Msg("row to change not found on the target; skipped")
 }

@@ -161,16 +161,19 @@
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
 //     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
-//     conflict.go (kinds, policies, ConflictError, logging),
+//     conflict.go (kinds, policies), applier_conflict.go (a conflict
+//     logged and counted),
 //     conflict_sql.go (a change's statement wrapped by its policy; the
 //     SQL is sqlgen's), rewind.go (the
 //     origin moved back after a failed COMMIT or PREPARE).
 //   - The target: applier_target.go (target and relmap.Catalog, what the
 //     applier needs; controlCatalog), statements.go (a change's prepared
-//     statement), compact_copy.go (a run of net inserts encoded for COPY),
-//     relcache.go (applier.relation), registry.go (the walapply schema),
-//     registry_read.go (ReadRegistered, for walapply status), errors.go,
-//     errdetail.go, valuecheck.go (the checked retry: which column a
+//     statement), relcache.go (applier.relation), registry.go (the
+//     walapply schema; registry.Register),
+//     registry_read.go (ReadRegistered, for walapply status), errors.go
+//     (the error kinds every file uses: PermanentError, ErrConfig and the
+//     other sentinels, SchemaError, ConflictError; IsTransient),
+//     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
 //     rejected value is in).
 //   - Compaction: compact_write.go (write-out, the inserts),
 //     compact_keyed.go (the multi-row UPDATE and DELETE by key),
@@ -188,9 +191,16 @@
 //     order, multi-row row sources and chunks), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
 //     creates and its conflicts), valuecheck (whether the target refuses
-//     one value, asked of the target; a value's shape, never the value);
+//     one value, asked of the target; a value's shape, never the value),
+//     registry (the applier's row in walapply.appliers: recorded, or a
+//     start refused for another slot or an origin another applier owns),
+//     timeline (up to where two of the source's timelines share their
+//     WAL, from its timeline histories), copydata (rows encoded as COPY
+//     data, text or binary, and the COPY statement that takes them);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
-//     compact.Compactor, schema.Plan, valuecheck.Refuses).
+//     compact.Compactor, schema.Plan, valuecheck.Refuses,
+//     registry.Register, timeline.SharedUntil,
+//     copydata.AppendTuple).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,

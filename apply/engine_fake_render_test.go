@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/copydata"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -89,7 +90,7 @@ func fakeTextArray(p []byte) (string, bool) {
 
 // fakeCopyData shows COPY data: text as its lines, binary in hex.
 func fakeCopyData(data []byte) string {
-	if len(data) >= len(copyBinaryHeader) && string(data[:len(copyBinaryHeader)]) == string(copyBinaryHeader) {
+	if len(data) >= len(copydata.BinaryHeader) && string(data[:len(copydata.BinaryHeader)]) == string(copydata.BinaryHeader) {
 		return `\x` + hex.EncodeToString(data)
 	}
 	return strings.TrimSuffix(string(data), "\n")

@@ -2,17 +2,11 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/protocol"
 )
-
-// ErrSourceIsStandby is returned (as a transient error) when the source
-// host is a standby whose copy of the slot is synchronised from its
-// primary: it cannot be streamed from until the standby is promoted.
-var ErrSourceIsStandby = errors.New("apply: the source is a standby with a synchronised copy of the slot")
 
 // checkFailover: --failover needs a PostgreSQL 17 source; a source in
 // recovery whose slot is a synchronised copy is not streamed from (yet);

@@ -20,11 +20,6 @@ var leasesHeld sync.Map // uint32 → struct{}
 // leaseClass is the first key of every running-applier lock: "wala".
 const leaseClass int32 = 0x77616c61
 
-// errLeaseNotReleased: the lock is held for a process that is gone (this
-// one's previous session, or a killed process), whose target backend has
-// not ended yet. IsTransient retries it.
-var errLeaseNotReleased = errors.New("apply: the running-applier lock is still held for a walapply process that is gone; retrying until its target backend ends")
-
 // RunningError says that the applier's running-applier lock on the target
 // is held by another session: the applier runs (or is being dropped).
 type RunningError struct {

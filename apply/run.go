@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/pipeline"
+	"github.com/walapply/walapply/apply/internal/registry"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -56,7 +57,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		cfg.observeSessionEnded(err)
 		var te *TxnError
-		if cfg.retryUngrouped(err, &te) { // errors.go
+		if cfg.retryUngrouped(err, &te) {
 			// Apply what came before the failed transaction one by one,
 			// so that the error stops exactly at it (see group.go).
 			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group or on a value; retrying without grouping up to it")
@@ -79,6 +80,22 @@ func Run(ctx context.Context, c Config) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// retryUngrouped reports whether Run retries after err with grouping and
+// compaction off up to the failed transaction (te, set from err's chain):
+// once, for a failure inside a group (which rolled back the transactions
+// before it too) or a vague one, so that the error stops exactly at that
+// transaction and names what it can. A vague failure at a transaction
+// before the one the last retry stopped at (a group's multi-row
+// statements name its last transaction; applied one by one, an earlier
+// one failed) is retried once more, to check that transaction's values
+// (valuecheck.go).
+func (c *Config) retryUngrouped(err error, te **TxnError) bool {
+	if !errors.As(err, te) || (*te).CommitLSN == c.noGroupThrough {
+		return false
+	}
+	return ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN || (*te).vague
 }
 
 // session is one connected run: the connections and the loop state.
@@ -209,7 +226,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil {
 		return err
 	}
-	if err := prepareTarget(ctx, s.control, cfg); err != nil {
+	if err := prepareTarget(ctx, s.control, cfg.Target); err != nil {
 		return err
 	}
 	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
@@ -234,7 +251,8 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go
 		return err
 	}
-	if err := registerApplier(ctx, s.control, cfg, s.origin, sys); err != nil {
+	applier := registry.Applier{Name: cfg.Name, Slot: cfg.Slot, Publications: cfg.Publications, Origin: s.origin}
+	if err := registerApplier(ctx, s.control, applier, sys, cfg.Logger); err != nil {
 		return err
 	}
 	if err := s.resolveUntil(ctx); err != nil { // until.go
@@ -368,9 +386,3 @@ func dropCreatedSlot(cfg *Config) {
 	cfg.createdSlot = false
 	log.Info().Str("slot", cfg.Slot).Msg("dropped the replication slot this start created, since the start failed")
 }
-
-// PermanentError marks an error that retrying cannot fix.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }

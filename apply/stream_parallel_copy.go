@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 
+	"github.com/walapply/walapply/apply/internal/copydata"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 )
@@ -35,7 +36,7 @@ import (
 // visible before the commit. So the target sees the changes in the
 // source's order, and the rows of the run with COPY's semantics, which
 // are the INSERT's (copyRun says why); a relation that COPY cannot take
-// (copySQL), rows mixing text and binary values, a conflict policy for
+// (copydata.SQL), rows mixing text and binary values, a conflict policy for
 // insert_exists (an INSERT ... ON CONFLICT) and the value check of a retry
 // (valuecheck.go) keep the ordinary path.
 //
@@ -83,7 +84,7 @@ func (c *parallelCopy) buffer() []byte {
 func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (bool, error) {
 	c, a := &w.cp, w.a
 	if c.active {
-		if ins.RelationID == c.rel && copyFormat(c.run.e, &ins.New, c.run.format) == c.run.format {
+		if ins.RelationID == c.rel && copydata.TupleFormat(c.run.e, &ins.New, c.run.format) == c.run.format {
 			c.run.encode(&ins.New)
 			if len(c.run.buf) >= parallelCopyBytes {
 				return true, w.sendCopy(ctx)
@@ -108,11 +109,11 @@ func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (
 	if err != nil {
 		return true, a.fail(ctx, err)
 	}
-	format := copyFormat(e, &ins.New, 0)
+	format := copydata.TupleFormat(e, &ins.New, 0)
 	if format == 0 {
 		return false, nil // this row; the next may fit
 	}
-	sql, ok := copySQL(e, format)
+	sql, ok := copydata.SQL(e, format)
 	if !ok {
 		c.no = true
 		return false, nil
@@ -124,7 +125,7 @@ func (w *parallelWorker) copyInsert(ctx context.Context, ins *protocol.Insert) (
 	c.active, c.sql = true, sql
 	c.run = copyRun{e: e, rel: ins.RelationID, format: format, buf: c.buffer()}
 	if format == protocol.ColumnBinary {
-		c.run.buf = append(c.run.buf, copyBinaryHeader...)
+		c.run.buf = append(c.run.buf, copydata.BinaryHeader...)
 	}
 	c.run.encode(&ins.New)
 	return true, nil
@@ -171,7 +172,7 @@ func (w *parallelWorker) sendCopy(ctx context.Context) error {
 	if c.active {
 		c.run.buf = c.buffer()
 		if c.run.format == protocol.ColumnBinary {
-			c.run.buf = append(c.run.buf, copyBinaryHeader...)
+			c.run.buf = append(c.run.buf, copydata.BinaryHeader...)
 		}
 	}
 	return nil

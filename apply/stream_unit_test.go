@@ -348,19 +348,3 @@ func TestReplayKeepalive(t *testing.T) {
 		t.Errorf("keepalive sent before it was due")
 	}
 }
-
-func TestAppendCopyText(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                  "",
-		"plain ✓":           "plain ✓",
-		"a\tb\nc\rd\\e":     `a\tb\nc\rd\\e`,
-		`\N`:                `\\N`,
-		"\\\\\t\t":          `\\\\\t\t`,
-		"end\\":             `end\\`,
-		"{\"a\\\\b\",NULL}": `{"a\\\\b",NULL}`,
-	} {
-		if got := string(appendCopyText([]byte("x"), []byte(in))); got != "x"+want {
-			t.Errorf("appendCopyText(%q) = %q, want %q", in, got[1:], want)
-		}
-	}
-}

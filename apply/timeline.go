@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/timeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -16,49 +15,6 @@ import (
 // ErrDiverged is returned when the target holds source transactions that
 // the source's current timeline does not have.
 var ErrDiverged = errors.New("apply: the target holds transactions the source's timeline does not have")
-
-// endOfTime stands for "no switch point": a timeline's own WAL goes on.
-const endOfTime = protocol.LSN(math.MaxUint64)
-
-// ancestry is a timeline's history with the timeline itself appended, its
-// WAL running on without end: each entry owns the WAL from the previous
-// entry's switch point to its own.
-func ancestry(history []protocol.TimelineSwitch, tli int32) []protocol.TimelineSwitch {
-	return append(slices.Clone(history), protocol.TimelineSwitch{Timeline: tli, Switch: endOfTime})
-}
-
-// sharedUntil returns the position up to which two timelines' WAL is the
-// same (endOfTime for one and the same timeline), given their ancestries.
-// The ancestries agree entry by entry up to the first timeline that is
-// not the other's, or that one of them leaves earlier than the other.
-func sharedUntil(a, b []protocol.TimelineSwitch) protocol.LSN {
-	shared := protocol.InvalidLSN
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i].Timeline != b[i].Timeline {
-			return shared
-		}
-		if a[i].Switch != b[i].Switch {
-			return min(a[i].Switch, b[i].Switch)
-		}
-		shared = a[i].Switch
-	}
-	return shared
-}
-
-// historyOf returns timeline tli's history as far as current's history
-// tells it (tli is an ancestor of current, or current itself), and false
-// when tli is not in it.
-func historyOf(current []protocol.TimelineSwitch, currentTLI, tli int32) ([]protocol.TimelineSwitch, bool) {
-	if tli == currentTLI {
-		return current, true
-	}
-	for i, s := range current {
-		if s.Timeline == tli {
-			return current[:i], true
-		}
-	}
-	return nil, false
-}
 
 // timelineSwitch is what the preflight found out about a change of the
 // source's timeline since the applier's last start.
@@ -153,28 +109,19 @@ func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]e
 	return nil, nil
 }
 
-// compareTimelines fills sw.at from the source's timeline histories and
-// returns the problem, if any: the target's progress beyond it, or a
-// history that could not be read.
+// compareTimelines fills sw.at from the source's timeline histories
+// (timeline.SharedUntil) and returns the problem, if any: the target's
+// progress beyond it, or a history that could not be read.
 func (s *session) compareTimelines(ctx context.Context, sw *timelineSwitch) (problem error, err error) {
-	cfg := s.cfg
-	current, err := s.source.TimelineHistory(ctx, sw.to)
+	at, err := timeline.SharedUntil(ctx, s.source, sw.from, sw.to)
 	if err != nil {
-		return timelineUnreadable(cfg.Name, sw, err)
+		return timelineUnreadable(s.cfg.Name, sw, err)
 	}
-	past, found := historyOf(current, sw.to, sw.from)
-	if !found {
-		// Not an ancestor: a sibling branch, or a source restored to
-		// an older timeline. Its own history tells where they part.
-		if past, err = s.source.TimelineHistory(ctx, sw.from); err != nil {
-			return timelineUnreadable(cfg.Name, sw, err)
-		}
-	}
-	sw.at = sharedUntil(ancestry(past, sw.from), ancestry(current, sw.to))
+	sw.at = at
 	if sw.progress <= sw.at {
 		return nil, nil
 	}
-	return divergedError(cfg.Name, s.origin, *sw), nil
+	return divergedError(s.cfg.Name, s.origin, *sw), nil
 }
 
 // timelineUnreadable is the problem of a timeline history the source did

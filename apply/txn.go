@@ -1,16 +1,10 @@
 package apply
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/walapply/walapply/protocol"
 )
-
-// ErrProtocolOrder is returned (wrapped) when messages arrive in an order the
-// protocol does not allow: DML outside a transaction, a Commit that does not
-// match its Begin, an Origin after changes, and so on (DESIGN.md invariant 6).
-var ErrProtocolOrder = errors.New("apply: protocol messages out of order")
 
 // event is what the transaction state machine makes of one message: what
 // the applier has to do with it.
