@@ -13,14 +13,19 @@ import (
 // coalescePause is how long after a read that left the socket empty the
 // next read waits before it touches the socket, counted from the end of
 // that read (readPacer). Live, a message waits at most this long more.
-const coalescePause = 2 * time.Millisecond
+const coalescePause = 4 * time.Millisecond
 
 // coalesceRcvBuf is the receive buffer asked for on a loopback replication
-// connection (SO_RCVBUF; Linux doubles it for its bookkeeping). It must be
-// small enough that the walsender fills the window well within
-// coalescePause even when it competes for a core; on loopback the window
-// costs no throughput, since a read reopens it at once.
-const coalesceRcvBuf = 16 << 10
+// connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small
+// enough that the walsender fills the window within coalescePause, and
+// not smaller. The kernel sizes the window it offers from the buffer
+// scaled by the ratio of payload to bookkeeping of the segments it has
+// received, and small segments carry several times their payload in
+// bookkeeping: with 8 KiB the window shrank to a few hundred bytes and
+// throttled the stream, and with 16 KiB streams stalled now and then for
+// minutes on a window rounded down to nothing (TestStreamedKill,
+// TestTorture under load). 32 KiB has served since session 5.
+const coalesceRcvBuf = 32 << 10
 
 // streamReadBuffer is the size of the buffer the replication stream is read
 // into: one read takes all that waits on the socket (pgproto3's own buffer
@@ -44,7 +49,7 @@ const streamReadBuffer = 256 << 10
 // walsender — the slowest stage of such a drain — slower still.
 //
 // So while streaming, walapply reads the socket empty and then leaves it
-// alone for coalescePause, counted from the end of that read: time spent
+// alone for coalescePause (4 ms), counted from the end of that read: time spent
 // applying what was read counts, so a reader that is the bottleneck is
 // never made to wait. During the pause the small loopback window
 // (coalesceRcvBuf) fills and closes, and the walsender's further sends
@@ -60,10 +65,10 @@ const streamReadBuffer = 256 << 10
 // soon as it closed, so nearly every send was a segment of its own. Side by
 // side (walbench, walapply alone, PostgreSQL 18, machine shared with other
 // work), the drain of small went from 303,000-474,000 segments and 4.0-4.5
-// s of walsender CPU to 7,000-17,000 and 2.3-2.6 s; see BENCHMARKS.md,
-// "The receive path, session 9". A longer pause or a 32 KiB buffer let more
-// segments through; an 8 KiB buffer held the window to a few hundred bytes
-// of small messages and throttled the stream.
+// s of walsender CPU to 143,000-207,000 and 3.1-3.9 s, pgbench from
+// 117,000-292,000 segments to 12,000-21,000; see BENCHMARKS.md, "The
+// receive path, session 9". A 16 KiB buffer let through fewer still, but
+// stalled (coalesceRcvBuf).
 //
 // While it pauses, the goroutine sleeps in the kernel with the socket's
 // SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose

@@ -10,8 +10,11 @@ import (
 
 // socketSleep returns how a coalescingConn on c pauses: on a TCP socket, a
 // nanosleep(2) with the socket's SO_RCVLOWAT raised meanwhile, so that
-// segments arriving during the pause wake nobody (the kernel caps the mark
-// at half the receive buffer; a full buffer wakes the poller once). The mark
+// segments arriving during the pause wake nobody (a full loopback buffer
+// wakes the poller once: Linux caps the mark at half the buffer). The mark
+// is the loopback buffer's size, not more: on a socket whose buffer the
+// kernel tunes, Linux grows the buffer to fit the mark and clamps the
+// window to it, for good. The mark
 // goes back to 1 before it returns: the Go runtime's poller waits on the
 // same socket for any byte. A failing setsockopt only lets the poller wake.
 // Elsewhere (a Unix socket ignores SO_RCVLOWAT), a plain sleep.
@@ -26,7 +29,7 @@ func socketSleep(c net.Conn) func(time.Duration) {
 	}
 	return func(d time.Duration) {
 		_ = raw.Control(func(fd uintptr) {
-			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1<<30)
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, coalesceRcvBuf)
 			ts := unix.NsecToTimespec(d.Nanoseconds())
 			for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 			}

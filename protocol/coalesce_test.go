@@ -76,7 +76,7 @@ func TestCoalescingConnPaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			now := start
 			sc := &scriptedConn{steps: tc.steps, clock: &now}
-			c := newCoalescingConn(sc, coalescePause)
+			c := newCoalescingConn(sc, 2*ms) // the cases are written for a 2 ms pause
 			c.startPacing()
 			slept := []time.Duration{}
 			c.sleep = func(d time.Duration) { slept = append(slept, d); now = now.Add(d) }
