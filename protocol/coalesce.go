@@ -70,6 +70,11 @@ const streamReadBuffer = 256 << 10
 // receive path, session 9". A 16 KiB buffer let through fewer still, but
 // stalled (coalesceRcvBuf).
 //
+// Not yet right: with a CPU-bound process per core beside the drain, a
+// pause hands walapply's core away, and small drains took 3.2 times the
+// built-in subscriber's time (the wait before it did as badly); across a
+// network, where the buffer is the kernel's, the pause is not measured.
+//
 // While it pauses, the goroutine sleeps in the kernel with the socket's
 // SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose
 // epoll is edge-triggered, is not woken by every segment that arrives. The
