@@ -105,6 +105,7 @@ type copier struct {
 	src     *pgx.Conn // source: the catalog
 	version int       // the source's server_version_num
 	prog    *copyProgress
+	post    *postDataRun // --schema's post-data section, when it is due
 }
 
 func (c *copier) run(ctx context.Context) error {
@@ -181,18 +182,35 @@ func (c *copier) run(ctx context.Context) error {
 	log.Info().Str("slot", cfg.Slot).Str("mode", c.act.String()).Int("tables", len(tables)).Int("to_copy", len(todo)).
 		Stringer("snapshot_lsn", point).Msg("initial copy: copying the published tables")
 
+	// With --schema, a table's index builds begin as soon as it is copied
+	// (schema.EarlyBuilds); a failing one stops the copy.
+	copyCtx, stopCopy := context.WithCancelCause(ctx)
+	defer stopCopy(nil)
+	if cfg.Schema && c.rec.schemaPhase != schemaPostData {
+		if c.post, err = c.startPostData(ctx, tables, stopCopy); err != nil {
+			return err
+		}
+	}
 	c.prog = newCopyProgress(cfg, len(tables), len(tables)-len(todo), todo)
+	c.prog.copied = c.tableCopied
 	stopReports := c.prog.report(ctx)
-	err = c.copyTables(ctx, todo, point, snapshot)
+	err = c.copyTables(copyCtx, todo, point, snapshot)
 	stopReports()
 	if err != nil {
+		// The builds under way stop too. If a build's failure stopped the
+		// copy, that failure is the cause, and the error to report.
+		stopCopy(err)
+		if c.post != nil {
+			_, _ = c.post.early.Finish()
+			err = postDataError(context.Cause(copyCtx))
+		}
 		return err
 	}
 	// The snapshot is no longer needed: the temporary slot of a resumed
 	// copy goes with the connection.
 	_ = c.rc.Close(ctx)
-	if cfg.Schema && c.rec.schemaPhase != schemaPostData {
-		if err := c.postData(ctx, tables); err != nil {
+	if c.post != nil {
+		if err := c.postData(ctx, c.post); err != nil {
 			return err
 		}
 	}

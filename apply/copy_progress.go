@@ -79,6 +79,9 @@ type copyProgress struct {
 
 	runMu   sync.Mutex
 	running map[*copyTable]*tableCount // the tables being copied
+
+	// copied, when set, hears of every table whose copy committed.
+	copied func(*copyTable)
 }
 
 // tableCount is what has streamed into one table so far.
@@ -158,6 +161,9 @@ func (p *copyProgress) tableDone(t *copyTable, rows, counted int64) {
 	s := p.snapshot(false)
 	s.Table, s.TableRows = t.String(), rows
 	p.call(s)
+	if p.copied != nil {
+		p.copied(t)
+	}
 }
 
 // addRanges counts the ranges of a table to copy in ranges.

@@ -35,12 +35,14 @@ const (
 //     one target transaction together with walapply.copies.schema_phase
 //     turning 'pre-data': a crash before leaves nothing, after it the next
 //     start goes straight to the copy.
-//   - post-data, once every table is copied and before streaming starts:
-//     primary keys, unique and other indexes and constraints, then foreign
-//     keys, triggers and the rest in pg_dump's order
-//     (schema.BuildPostData: the index builds run Config.IndexWorkers at a
-//     time, an object already there is left alone). The column turns
-//     'post-data' at the end.
+//   - post-data, dumped before the copy and built before streaming
+//     starts: primary keys, unique and other indexes and constraints, then
+//     foreign keys, triggers and the rest in pg_dump's order. A table's
+//     index builds begin as soon as its copy commits, while other tables
+//     are still copied (schema.EarlyBuilds); what remains runs once every
+//     table is copied (schema.BuildPostData). Both run Config.IndexWorkers
+//     builds at a time and leave an object already there alone. The column
+//     turns 'post-data' at the end.
 //
 // Streaming starts only after post-data: the apply path looks the target
 // relations up (relcache.go) when the stream first names them, and the
@@ -124,17 +126,27 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	return nil
 }
 
-// postData builds the indexes, constraints and triggers of the published
-// tables once they are copied, and records the phase.
-func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
-	cfg, began := c.cfg, time.Now()
+// postDataRun is the post-data section of one copy: dumped before the
+// copy starts, its index builds begun table by table as the tables are
+// copied (schema.EarlyBuilds), the rest built once every table is.
+type postDataRun struct {
+	preamble string
+	entries  []schema.Entry
+	early    *schema.EarlyBuilds
+	began    time.Time
+}
+
+// startPostData dumps the post-data section of the published tables and
+// gets its early builds ready; fail hears of the first that fails.
+func (c *copier) startPostData(ctx context.Context, tables []*copyTable, fail func(error)) (*postDataRun, error) {
+	cfg := c.cfg
 	d, err := findPgDump(ctx, cfg, c.version)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	objs, err := schema.WithRelatives(ctx, c.src, schemaObjects(tables))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var sel []string
 	for _, t := range objs {
@@ -142,34 +154,68 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 	}
 	script, err := dumpSection(ctx, d, cfg, "post-data", sel)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	preamble, entries := schema.Parse(script)
-	workers := cfg.IndexWorkers
-	if workers <= 0 {
-		workers = 2
+	r := &postDataRun{began: time.Now()}
+	r.preamble, r.entries = schema.Parse(script)
+	r.early = schema.StartEarlyBuilds(ctx, r.preamble, r.entries, c.indexWorkers(), c.schemaConnect(), fail, cfg.Logger)
+	return r, nil
+}
+
+// postDataError is err, permanent when the server refused a post-data
+// entry: running it again cannot help.
+func postDataError(err error) error {
+	var entry *schema.EntryError
+	var pe *pgconn.PgError
+	if errors.As(err, &entry) && errors.As(entry.Err, &pe) {
+		return &PermanentError{err}
 	}
-	connect := func(ctx context.Context) (schema.Execer, func(), error) {
+	return err
+}
+
+// tableCopied starts t's index builds, if the post-data section is due.
+func (c *copier) tableCopied(t *copyTable) {
+	if c.post != nil {
+		c.post.early.Copied(schema.Object{Schema: t.schema, Name: t.name})
+	}
+}
+
+func (c *copier) indexWorkers() int {
+	if c.cfg.IndexWorkers > 0 {
+		return c.cfg.IndexWorkers
+	}
+	return 2
+}
+
+// schemaConnect opens the post-data section's connections to the target.
+func (c *copier) schemaConnect() schema.Connect {
+	cfg := c.cfg
+	return func(ctx context.Context) (schema.Execer, func(), error) {
 		conn, err := connectTarget(ctx, cfg, "schema")
 		if err != nil {
 			return nil, nil, err
 		}
 		return conn, func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	if err := schema.BuildPostData(ctx, preamble, entries, workers, connect, cfg.Logger); err != nil {
-		// The server refused an entry: running it again cannot help.
-		var entry *schema.EntryError
-		var pe *pgconn.PgError
-		if errors.As(err, &entry) && errors.As(entry.Err, &pe) {
-			err = &PermanentError{err}
-		}
-		return err
+}
+
+// postData builds what remains of the post-data section once every table
+// is copied (the early builds done, schema.EarlyBuilds), and records the
+// phase.
+func (c *copier) postData(ctx context.Context, r *postDataRun) error {
+	cfg := c.cfg
+	rest, err := r.early.Finish()
+	if err == nil {
+		err = schema.BuildPostData(ctx, r.preamble, rest, c.indexWorkers(), c.schemaConnect(), cfg.Logger)
+	}
+	if err != nil {
+		return postDataError(err)
 	}
 	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET schema_phase = $2 WHERE applier = $1`, cfg.Name, schemaPostData); err != nil {
 		return fmt.Errorf("recording the post-data phase in walapply.copies on the target: %w", err)
 	}
 	c.rec.schemaPhase = schemaPostData
-	cfg.Logger.Info().Int("entries", len(entries)).Float64("seconds", round1(time.Since(began).Seconds())).
-		Msg("schema: post-data built on the target")
+	cfg.Logger.Info().Int("entries", len(r.entries)).Int("built_early", len(r.entries)-len(rest)).
+		Float64("seconds", round1(time.Since(r.began).Seconds())).Msg("schema: post-data built on the target")
 	return nil
 }

@@ -3,7 +3,9 @@
 // source, running it for one section without the source's password on its
 // command line, splitting its script into entries and running them) and the
 // plan of what the pre-data section creates on the target, with every
-// conflict that stands in its way.
+// conflict that stands in its way, and the post-data section's builds:
+// each table's own as soon as it is copied (EarlyBuilds), the rest after
+// the copy (BuildPostData).
 //
 // walapply generates no DDL of its own: every object it creates is pg_dump's
 // text. The copy (apply/schema.go) decides when each section runs, records

@@ -118,15 +118,24 @@ func runOn(ctx context.Context, connect Connect, preamble string, entries <-chan
 // already is left alone.
 func runEntries(ctx context.Context, conn Execer, entries <-chan Entry, log zerolog.Logger) error {
 	for e := range entries {
-		_, err := conn.Exec(ctx, e.SQL)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "42P16") {
-			log.Info().Str("object", e.Schema+"."+e.Name).Str("type", e.Kind).Msg("schema: already on the target, left alone")
-			continue
+		if err := runEntry(ctx, conn, e, log); err != nil {
+			return err
 		}
-		if err != nil {
-			return &EntryError{Entry: e, Err: err}
-		}
+	}
+	return nil
+}
+
+// runEntry runs one entry on conn in a transaction of its own; one whose
+// object exists already is left alone.
+func runEntry(ctx context.Context, conn Execer, e Entry, log zerolog.Logger) error {
+	_, err := conn.Exec(ctx, e.SQL)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "42P16") {
+		log.Info().Str("object", e.Schema+"."+e.Name).Str("type", e.Kind).Msg("schema: already on the target, left alone")
+		return nil
+	}
+	if err != nil {
+		return &EntryError{Entry: e, Err: err}
 	}
 	return nil
 }

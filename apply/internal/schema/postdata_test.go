@@ -17,6 +17,7 @@ import (
 // and records, per connection, what ran.
 type fakeTarget struct {
 	fail  map[string]*pgconn.PgError
+	block map[string]bool
 	mu    sync.Mutex
 	conns []*fakeConn
 }
@@ -24,7 +25,7 @@ type fakeTarget struct {
 func (t *fakeTarget) connect(context.Context) (Execer, func(), error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := &fakeConn{fail: t.fail}
+	c := &fakeConn{fail: t.fail, block: t.block}
 	t.conns = append(t.conns, c)
 	return c, func() {}, nil
 }
