@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
 )
 
 // OriginPrefix starts every worker's origin name; apply names a worker's
@@ -61,4 +63,36 @@ func Furthest(main protocol.LSN, origins map[string]protocol.LSN) (best protocol
 		}
 	}
 	return best, from
+}
+
+// OriginConn is the connection the origins are read and repaired on (the
+// applier's control connection, a *pgx.Conn).
+type OriginConn interface {
+	Querier
+	state.Querier
+}
+
+// Repair moves the applier's origin up to the furthest of its workers'
+// origins (those mine says are its own; Furthest), after a crash between
+// a worker's commit and the applier's origin following it. apply runs it
+// at every connect, before anything sets the origin up.
+func Repair(ctx context.Context, q OriginConn, origin string, mine func(origin string) bool, log zerolog.Logger) error {
+	origins, err := OriginsOf(ctx, q, mine)
+	if err != nil || len(origins) == 0 {
+		return err
+	}
+	main, _, err := state.OriginProgress(ctx, q, origin, false)
+	if err != nil {
+		return err
+	}
+	best, from := Furthest(main, origins)
+	if from == "" {
+		return nil
+	}
+	if err := state.AdvanceOrigin(ctx, q, origin, best); err != nil {
+		return err
+	}
+	log.Info().Str("origin", origin).Stringer("from", main).Stringer("to", best).Str("parallel_origin", from).
+		Msg("the applier's origin follows a streamed transaction committed on a parallel connection just before the last stop")
+	return nil
 }
