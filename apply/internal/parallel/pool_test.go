@@ -1,15 +1,11 @@
 package parallel
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/walapply/walapply/protocol"
 )
 
 // TestPoolTake: a new streamed transaction takes an idle worker, the pool
@@ -80,121 +76,6 @@ func TestPoolTake(t *testing.T) {
 		t.Errorf("Take with a failing dial: %v, %v; want no worker and the error", w, err)
 	}
 	p.Close()
-}
-
-// TestChunks: the run loop hands a worker a stream block's messages in
-// chunks of at most chunkMessages messages or from chunkBytes bytes, in
-// order, before any other job; chunks are reused, except one a huge
-// message grew.
-func TestChunks(t *testing.T) {
-	w := &Worker{jobs: make(chan job, 64), free: make(chan *chunk, 4)}
-	var want bytes.Buffer
-	for i := range chunkMessages + 88 {
-		m := fmt.Sprintf("m%04d", i)
-		want.WriteString(m)
-		w.Add([]byte(m), uint32(i%3))
-	}
-	if n := len(w.jobs); n != 1 {
-		t.Fatalf("%d jobs after %d small messages, want 1 full chunk", n, chunkMessages+88)
-	}
-	w.Idle()
-	var got bytes.Buffer
-	var kinds []jobKind
-	var sizes []int
-	for len(w.jobs) > 0 {
-		j := <-w.jobs
-		kinds = append(kinds, j.kind)
-		if c := j.chunk; c != nil {
-			sizes = append(sizes, len(c.ends))
-			start := 0
-			for k, end := range c.ends {
-				if end-start != 5 || c.subs[k] != uint32((got.Len()/5)%3) {
-					t.Fatalf("message %d: %d bytes of subtransaction %d", got.Len()/5, end-start, c.subs[k])
-				}
-				got.Write(c.data[start:end])
-				start = end
-			}
-			w.recycle(c)
-		}
-	}
-	if !slices.Equal(kinds, []jobKind{jobChanges, jobChanges, jobIdle}) || !slices.Equal(sizes, []int{chunkMessages, 88}) {
-		t.Errorf("jobs %v of %v messages, want two chunks of %d and 88, then the end of the block", kinds, sizes, chunkMessages)
-	}
-	if got.String() != want.String() {
-		t.Error("the messages changed or lost their order on the way")
-	}
-
-	// Big messages: a chunk is handed over once it holds chunkBytes.
-	w = &Worker{jobs: make(chan job, 64), free: make(chan *chunk, 4)}
-	big := bytes.Repeat([]byte("x"), chunkBytes/2+1)
-	w.Add(big, 7)
-	if len(w.jobs) != 0 {
-		t.Fatal("a chunk of half chunkBytes handed over")
-	}
-	w.Add(big, 7)
-	if len(w.jobs) != 1 {
-		t.Fatal("a chunk past chunkBytes not handed over")
-	}
-	c := (<-w.jobs).chunk
-	w.recycle(c)
-	w.Add([]byte("a"), 7)
-	if w.pend != c {
-		t.Error("a recycled chunk was not reused")
-	}
-	w.pend = nil
-	huge := &chunk{data: make([]byte, 0, 4*chunkBytes+1)}
-	w.recycle(huge)
-	w.Add([]byte("a"), 7)
-	if w.pend == huge {
-		t.Error("a chunk grown by a huge message was kept")
-	}
-}
-
-// TestRipe: the watch ends a lock wait only when it sees the same waiter
-// and holder in two rounds in a row.
-func TestRipe(t *testing.T) {
-	type pair = [2]uint32
-	rounds := []struct {
-		pairs []pair
-		want  []pair
-	}{
-		{pairs: []pair{{1, 2}}, want: nil},                    // first seen
-		{pairs: []pair{{1, 2}, {3, 2}}, want: []pair{{1, 2}}}, // seen twice
-		{pairs: []pair{{3, 4}}, want: nil},                    // 3 waits for another holder now
-		{pairs: nil, want: nil},
-		{pairs: []pair{{3, 4}}, want: nil}, // a round without it in between
-		{pairs: []pair{{3, 4}}, want: []pair{{3, 4}}},
-	}
-	last := map[pair]bool{}
-	for i, r := range rounds {
-		var ends []pair
-		ends, last = ripe(last, r.pairs)
-		if !slices.Equal(ends, r.want) {
-			t.Errorf("round %d: ends %v, want %v", i+1, ends, r.want)
-		}
-	}
-}
-
-// TestFurthest: after a crash between a worker's commit and the applier's
-// origin following it, the applier's origin moves up to the furthest
-// worker origin, and only then.
-func TestFurthest(t *testing.T) {
-	for _, tc := range []struct {
-		main     protocol.LSN
-		origins  map[string]protocol.LSN
-		want     protocol.LSN
-		wantFrom string
-	}{
-		{main: 100, origins: nil, want: 100},
-		{main: 100, origins: map[string]protocol.LSN{"walapply_par1_a": 50, "walapply_par2_a": 100}, want: 100}, // stale, or even
-		{main: 100, origins: map[string]protocol.LSN{"walapply_par1_a": 150, "walapply_par2_a": 120}, want: 150, wantFrom: "walapply_par1_a"},
-		{main: 0, origins: map[string]protocol.LSN{"walapply_par2_a": 10, "walapply_par1_a": 10}, want: 10, wantFrom: "walapply_par1_a"},
-	} {
-		got, from := Furthest(tc.main, tc.origins)
-		if got != tc.want || from != tc.wantFrom {
-			t.Errorf("Furthest(%s, %v) = %s, %q; want %s, %q", tc.main, tc.origins, got, from, tc.want, tc.wantFrom)
-		}
-	}
 }
 
 // TestCheck: a worker whose transaction failed says so as a FallbackError
