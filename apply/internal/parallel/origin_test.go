@@ -1,8 +1,9 @@
 package parallel
 
 import (
-	"github.com/walapply/walapply/protocol"
 	"testing"
+
+	"github.com/walapply/walapply/protocol"
 )
 
 // TestFurthest: after a crash between a worker's commit and the applier's
