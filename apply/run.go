@@ -8,7 +8,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
-	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/registry"
 	"github.com/walapply/walapply/internal/secret"
@@ -246,10 +245,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
-	// After a crash between a parallel worker's commit and the applier's
-	// origin following it (internal/parallel).
-	mine := func(o string) bool { return isParallelOriginOf(s.cfg.Name, o) } // stream_parallel_origin.go
-	if err := parallel.Repair(ctx, s.control, s.origin, mine, s.cfg.Logger); err != nil {
+	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
 		return err
 	}
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go

@@ -53,9 +53,9 @@ import (
 //
 // With --streaming parallel (protocol 4, PostgreSQL 16+) a streamed
 // transaction is instead applied as its blocks arrive, on a target
-// connection of its own (internal/parallel, stream_parallel.go), and takes this
-// spill path only when no such connection is free or it cannot be applied
-// that way.
+// connection of its own (internal/parallel, stream_parallel.go), and
+// takes this spill path only when no such connection is free or it cannot
+// be applied that way.
 type streamState struct {
 	dir *state.SpillDir // nil when streaming is off
 	// files holds the spill file of every streamed transaction begun in

@@ -27,3 +27,12 @@ func isParallelOriginOf(applier, origin string) bool {
 func parallelOriginsOf(ctx context.Context, q parallel.Querier, applier string) (map[string]protocol.LSN, error) {
 	return parallel.OriginsOf(ctx, q, func(origin string) bool { return isParallelOriginOf(applier, origin) })
 }
+
+// repairParallelOrigins moves the applier's origin up to the furthest of
+// its workers' origins, after a crash between a worker's commit and the
+// applier's origin following it (parallel.Repair). It runs at every
+// connect, before anything sets the origin up.
+func (s *session) repairParallelOrigins(ctx context.Context) error {
+	mine := func(origin string) bool { return isParallelOriginOf(s.cfg.Name, origin) }
+	return parallel.Repair(ctx, s.control, s.origin, mine, s.cfg.Logger)
+}
