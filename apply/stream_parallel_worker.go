@@ -40,9 +40,19 @@ func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, 
 		conn.Close(ctx)
 		return nil, err
 	}
-	dec, err := protocol.NewDecoder(replayDecoderOptions)
+	wa, err := newWorkerApplier(cfg, main, id, sess, &pgxWorkerConn{conn: conn, sess: sess})
 	if err != nil {
 		conn.Close(ctx)
+		return nil, err
+	}
+	return wa, nil
+}
+
+// newWorkerApplier returns worker id's applier, writing through sess on
+// conn, set up like main's.
+func newWorkerApplier(cfg *Config, main *applier, id int, sess target, conn workerConn) (*workerApplier, error) {
+	dec, err := protocol.NewDecoder(replayDecoderOptions)
+	if err != nil {
 		return nil, err
 	}
 	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.Binary, 0)
@@ -50,8 +60,29 @@ func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, 
 	// The machine stays "inside a transaction", for changeNet.
 	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
-	return &workerApplier{a: wa, main: &main.Stats, conn: conn, ts: sess, dec: dec}, nil
+	return &workerApplier{a: wa, main: &main.Stats, conn: conn, dec: dec}, nil
 }
+
+// workerConn is a worker's connection, as its applier needs it beyond the
+// target: pgxWorkerConn, or the transcript tests' fake.
+type workerConn interface {
+	PID() uint32
+	Cancel(ctx context.Context) error
+	Close(ctx context.Context)
+	// Reset forgets the batch after a failure (pipeline.Session.Reset).
+	Reset()
+}
+
+// pgxWorkerConn is a worker's pgx connection and the session on it.
+type pgxWorkerConn struct {
+	conn *pgx.Conn
+	sess *pipeline.Session
+}
+
+func (c *pgxWorkerConn) PID() uint32                      { return c.conn.PgConn().PID() }
+func (c *pgxWorkerConn) Cancel(ctx context.Context) error { return c.conn.PgConn().CancelRequest(ctx) }
+func (c *pgxWorkerConn) Close(ctx context.Context)        { c.conn.Close(ctx) }
+func (c *pgxWorkerConn) Reset()                           { c.sess.Reset() }
 
 // workerApplier is a parallel worker's applier (parallel.Applier): an
 // applier of its own on the worker's connection, with its relation cache,
@@ -61,8 +92,7 @@ func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, 
 type workerApplier struct {
 	a    *applier
 	main *Stats // the run loop's applier's
-	conn *pgx.Conn
-	ts   *pipeline.Session // a.sess
+	conn workerConn
 	dec  *protocol.Decoder
 }
 
@@ -93,13 +123,11 @@ func (w *workerApplier) MayCopy() bool                    { return w.a.insertsMa
 func (w *workerApplier) Rollback(ctx context.Context) error {
 	return w.a.sess.Rollback(ctx)
 }
-func (w *workerApplier) Reset()      { w.ts.Reset() }
-func (w *workerApplier) Lost() bool  { return w.a.sess.Lost() }
-func (w *workerApplier) PID() uint32 { return w.conn.PgConn().PID() }
-func (w *workerApplier) Cancel(ctx context.Context) error {
-	return w.conn.PgConn().CancelRequest(ctx)
-}
-func (w *workerApplier) Close(ctx context.Context) { w.conn.Close(ctx) }
+func (w *workerApplier) Reset()                           { w.conn.Reset() }
+func (w *workerApplier) Lost() bool                       { return w.a.sess.Lost() }
+func (w *workerApplier) PID() uint32                      { return w.conn.PID() }
+func (w *workerApplier) Cancel(ctx context.Context) error { return w.conn.Cancel(ctx) }
+func (w *workerApplier) Close(ctx context.Context)        { w.conn.Close(ctx) }
 
 func (w *workerApplier) QueueSQL(op pipeline.Op, sql string) { w.a.sess.QueueSQL(op, nil, sql) }
 
