@@ -203,10 +203,15 @@
 //     copydata.AppendTuple).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
-//     (--streaming parallel): stream_parallel.go, stream_parallel_worker.go,
-//     stream_parallel_jobs.go (what the run loop hands a worker),
-//     stream_parallel_copy.go, stream_parallel_origin.go,
-//     stream_parallel_watch.go.
+//     (--streaming parallel): package internal/parallel (the pool of
+//     workers, the jobs the run loop hands them, a worker's COPY runs,
+//     the lock-wait watch, the workers' origins; parallel.Pool,
+//     parallel.Worker, and parallel.Applier, what a worker needs of its
+//     applier), stream_parallel.go (the run loop's side: which
+//     transactions go there, the stream events handed over, the origin
+//     following a worker's commit), stream_parallel_worker.go (a worker's
+//     applier), stream_parallel_origin.go (the workers' origin names, the
+//     repair at connect).
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later: copy.go, copy_plan.go

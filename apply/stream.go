@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -52,9 +53,9 @@ import (
 //
 // With --streaming parallel (protocol 4, PostgreSQL 16+) a streamed
 // transaction is instead applied as its blocks arrive, on a target
-// connection of its own (parallelPool, stream_parallel.go), and takes this
-// spill path only when no such connection is free or it cannot be applied
-// that way.
+// connection of its own (internal/parallel, stream_parallel.go), and
+// takes this spill path only when no such connection is free or it cannot
+// be applied that way.
 type streamState struct {
 	dir *state.SpillDir // nil when streaming is off
 	// files holds the spill file of every streamed transaction begun in
@@ -72,8 +73,10 @@ type streamState struct {
 	keepalive      func(context.Context) error
 	keepaliveEvery time.Duration
 	// par applies streamed transactions as they stream, with --streaming
-	// parallel (stream_parallel.go); nil otherwise.
-	par *parallelPool
+	// parallel (stream_parallel.go); nil otherwise. parCfg is the session's
+	// Config it reads the fallbacks of, and tests' hook.
+	par    *parallel.Pool
+	parCfg *Config
 }
 
 // replayDecoderOptions are those of the decoder of spilled changes. The

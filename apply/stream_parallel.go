@@ -4,94 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/protocol"
 )
-
-// parallelPool applies streamed transactions as they stream, with
-// --streaming parallel (pgoutput protocol 4, PostgreSQL 16+), each on a
-// target connection of its own (parallelWorker), as PostgreSQL's parallel
-// apply workers do (applyparallelworker.c).
-//
-// Applying as they stream. The first Stream Start of a transaction takes
-// an idle worker (at most Config.ParallelWorkers, like
-// max_parallel_apply_workers_per_subscription); when none is idle, the
-// transaction takes the spill path (stream.go), as PostgreSQL's leader
-// serialises to a file. The worker opens a target transaction and applies
-// the block's changes as the run loop hands them over, through a bounded
-// queue: nothing of the transaction is held in memory beyond that queue and
-// the worker's batch, and nothing is spilled (DESIGN.md invariant 3). A
-// change of a subtransaction not seen before first defines a savepoint
-// named after it; the Stream Abort of a subtransaction rolls back to its
-// savepoint, which also discards the subtransactions nested in it, because
-// every change after a subtransaction's first one belongs to it or to them
-// until it ends (invariant 4, as for spill files); the Stream Abort of the
-// transaction rolls it back.
-//
-// Commit order. A worker's transaction commits only at its Stream Commit,
-// and the run loop hands that over only after everything before it is
-// committed on the target (Stream Commit needs its own transaction: the
-// main connection's group is committed and settled first), then waits for
-// the worker's COMMIT before it reads the next message. So target commits,
-// on whichever connection, happen one at a time in the source's commit
-// order, and their records lie in the target's WAL in that order.
-//
-// Progress (invariant 1) with one origin per session (PostgreSQL 15–18).
-// Each worker has an origin of its own (parallelOriginName), set up on its
-// connection for the session, so its changes carry an origin (invariant 8),
-// and its COMMIT or PREPARE TRANSACTION advances that origin to the source
-// transaction's end LSN inside the same transaction. Right after it, the
-// main connection commits a transaction of its own that advances the
-// applier's origin to the same LSN (commit, with nothing else in it). So
-// the applier's origin names the last applied transaction again, and every
-// reader of it (feedback, status, the preflight, --until) is unchanged:
-// feedback flushes the target's WAL up to that small commit, which lies
-// after the worker's, so nothing is confirmed before it is durable
-// (invariant 2). The one gap is a crash between the two commits: the
-// worker's origin is then ahead of the applier's. repairParallelOrigins, at
-// every connect before the start position is read, moves the applier's
-// origin up to the furthest worker origin. That is exact: commits are in
-// source order in the target's WAL, so if a worker's commit survived a
-// crash, every earlier source transaction's did; and no later transaction
-// can be on the target, since its commit would have advanced an origin
-// further. Stale worker origins (a worker's last transaction long ago) are
-// behind the applier's origin and change nothing.
-//
-// Two-phase. Stream Prepare prepares the worker's transaction under its
-// GID, advancing the worker's origin to the prepare's end; the main
-// connection's origin follows as after a commit; COMMIT PREPARED and
-// ROLLBACK PREPARED run on the main connection as always (prepare.go).
-//
-// Fallback. A worker that fails for any reason (a conflict, a lost
-// connection, a lock wait that cannot end, see lockWatch) rolls back, and
-// the session ends with parallelFallbackError: Run starts the next session
-// at once with the transaction's xid marked for the spill path, so the
-// source sends it again from its first change and it is applied as with
-// --streaming on, with that path's error handling. Nothing was committed or
-// confirmed of it, so nothing is lost or doubled. The fallback is logged and
-// counted (Stats.ParallelFallbacks).
-//
-// A transaction also takes the spill path when --skip-lsn is armed, or a
-// table's initial copy still filters changes (copy_filter.go), or a table
-// is being copied (refresh_sync.go): those decisions need the commit LSN,
-// which only Stream Commit brings; and with --ddl, whose messages inside a
-// transaction the worker does not apply (ddl_apply.go).
-type parallelPool struct {
-	cfg     *Config
-	size    int
-	workers []*parallelWorker
-	// byXid holds the worker of every transaction applied as it streams
-	// and not yet committed, prepared or aborted.
-	byXid map[uint32]*parallelWorker
-	block *parallelWorker // the worker of the open stream block
-	watch *lockWatch
-	// mainPID is the main applying connection's backend.
-	mainPID uint32
-}
 
 // defaultParallelWorkers is Config.ParallelWorkers' default, as
 // max_parallel_apply_workers_per_subscription's.
@@ -108,19 +26,9 @@ func checkParallelConfig(cfg *Config) error {
 	return nil
 }
 
-// parallelFallbackError ends a session so that streamed transaction xid is
-// applied through the spill path in the next (see parallelPool).
-type parallelFallbackError struct {
-	xid    uint32
-	reason error
-}
-
-func (e *parallelFallbackError) Error() string {
-	return fmt.Sprintf("applying streamed transaction %d as it streamed: %v; it is applied from a spill file instead", e.xid, e.reason)
-}
-
 // parallelFallback is the hook in Run's retry loop: it reports whether err
-// is a fallback, and marks the transaction for the spill path.
+// is a fallback (parallel.FallbackError), and marks the transaction for
+// the spill path.
 //
 // A deadlock or lock timeout on the main connection while transactions
 // were applied as they streamed (PostgreSQL's deadlock detector chose the
@@ -131,7 +39,7 @@ func (c *Config) parallelFallback(err error) bool {
 	if c.spillXids == nil {
 		c.spillXids = map[uint32]bool{}
 	}
-	var pf *parallelFallbackError
+	var pf *parallel.FallbackError
 	if !errors.As(err, &pf) {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03") && len(c.openParallel) > 0 {
@@ -143,24 +51,34 @@ func (c *Config) parallelFallback(err error) bool {
 		}
 		return false
 	}
-	c.spillXids[pf.xid] = true
-	c.Logger.Warn().Uint32("xid", pf.xid).AnErr("reason", pf.reason).
+	c.spillXids[pf.Xid] = true
+	c.Logger.Warn().Uint32("xid", pf.Xid).AnErr("reason", pf.Reason).
 		Msg("a streamed transaction cannot be applied as it streams; reconnecting at once, the source sends it again and it is spilled and applied at its commit")
 	return true
 }
 
 // startParallel sets up the pool for a session with --streaming parallel.
+//
+// The run loop's side of it is here: package parallel (internal/parallel,
+// whose package doc is the design) holds the workers, each applying a
+// streamed transaction as it streams on a target connection of its own;
+// the run loop decides which transactions go there (parallelUsable), hands
+// it the stream events (parallelStream, parallelPrepare) and follows a
+// worker's commit with the applier's origin (advanceAfterParallel).
+// stream_parallel_worker.go gives each worker its applier,
+// stream_parallel_origin.go names and repairs the workers' origins.
 func (s *session) startParallel(ctx context.Context) error {
 	if s.cfg.Streaming != "parallel" || s.cfg.ParallelWorkers <= 0 {
 		return nil
 	}
-	p := &parallelPool{cfg: s.cfg, size: s.cfg.ParallelWorkers, byXid: map[uint32]*parallelWorker{}, mainPID: s.target.PgConn().PID()}
-	w, err := startLockWatch(ctx, s.cfg, p)
+	conn, err := connectTarget(ctx, s.cfg, "parallel watch")
 	if err != nil {
 		return err
 	}
-	p.watch = w
-	s.applier.stream.par = p
+	watch := parallel.StartWatch(ctx, conn, s.target.PgConn().PID(), s.cfg.Logger)
+	s.applier.stream.parCfg = s.cfg
+	s.applier.stream.par = parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
+		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch)
 	return nil
 }
 
@@ -170,19 +88,16 @@ func (s *session) closeParallel() {
 	if s.applier == nil || s.applier.stream.par == nil {
 		return
 	}
-	p := s.applier.stream.par
-	s.cfg.openParallel = slices.Collect(maps.Keys(p.byXid))
-	p.watch.stop()
-	for _, w := range p.workers {
-		w.close()
-	}
+	s.cfg.openParallel = s.applier.stream.par.Close()
 	s.applier.stream.par = nil
 }
 
-// usable reports whether the transaction xid may be applied as it streams.
-func (p *parallelPool) usable(a *applier, xid uint32) bool {
+// parallelUsable reports whether the transaction xid may be applied as it
+// streams (see parallel's package doc: the decisions that need the commit
+// LSN, and --ddl, keep the spill path).
+func (a *applier) parallelUsable(cfg *Config, xid uint32) bool {
 	switch {
-	case p.cfg.spillXids[xid]:
+	case cfg.spillXids[xid]:
 		return false
 	case a.skipLSN != 0:
 		return false
@@ -194,42 +109,6 @@ func (p *parallelPool) usable(a *applier, xid uint32) bool {
 		return false
 	}
 	return true
-}
-
-// take returns an idle worker for the new streamed transaction xid, or nil
-// when it is to be spilled.
-func (p *parallelPool) take(ctx context.Context, a *applier, xid uint32) *parallelWorker {
-	if !p.usable(a, xid) {
-		return nil
-	}
-	for _, w := range p.workers {
-		if !w.busy && !w.failed.Load() {
-			w.busy = true
-			return w
-		}
-	}
-	if len(p.workers) >= p.size {
-		return nil
-	}
-	w, err := newParallelWorker(ctx, p.cfg, a, len(p.workers)+1)
-	if err != nil {
-		// Not fatal: the transaction is spilled.
-		a.log.Warn().Err(err).Uint32("xid", xid).Msg("cannot open a connection to apply a streamed transaction as it streams; it is spilled")
-		return nil
-	}
-	p.workers = append(p.workers, w)
-	p.watch.add(w)
-	w.busy = true
-	return w
-}
-
-// release ends xid's hold on its worker: the jobs the run loop hands over
-// after its end are for the worker's next transaction.
-func (p *parallelPool) release(xid uint32) {
-	if w := p.byXid[xid]; w != nil {
-		w.busy = false
-		delete(p.byXid, xid)
-	}
 }
 
 // parallelStream is the hook in handleStream: it acts on the stream events
@@ -244,14 +123,20 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 	switch ev {
 	case evStreamStart:
 		m := msg.(*protocol.StreamStart)
-		w := p.byXid[m.Xid]
+		w := p.Of(m.Xid)
 		if m.FirstSegment {
-			if w = p.take(ctx, a, m.Xid); w == nil {
+			if !a.parallelUsable(a.stream.parCfg, m.Xid) {
 				return false, nil
 			}
-			p.byXid[m.Xid] = w
-			w.push(pjob{kind: jobBegin, xid: m.Xid})
-			a.log.Debug().Uint32("xid", m.Xid).Int("worker", w.id).Msg("streamed transaction applied as it streams")
+			w, err = p.Take(ctx, m.Xid)
+			if err != nil {
+				// Not fatal: the transaction is spilled.
+				a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("cannot open a connection to apply a streamed transaction as it streams; it is spilled")
+			}
+			if w == nil {
+				return false, nil
+			}
+			a.log.Debug().Uint32("xid", m.Xid).Int("worker", w.ID()).Msg("streamed transaction applied as it streams")
 		}
 		if w == nil {
 			return false, nil
@@ -262,42 +147,42 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 		if err := a.commitGroup(ctx); err != nil {
 			return true, err
 		}
-		p.block = w
-		return true, w.check()
+		p.Block = w
+		return true, w.Check()
 	case evStreamStop:
-		w := p.block
+		w := p.Block
 		if w == nil {
 			return false, nil
 		}
-		p.block = nil
-		w.push(pjob{kind: jobIdle})
-		return true, w.check()
+		p.Block = nil
+		w.Idle()
+		return true, w.Check()
 	case evStreamChange:
-		w := p.block
+		w := p.Block
 		if w == nil {
 			return false, nil
 		}
-		w.add(a.stream.raw, streamedXid(msg))
-		return true, w.check()
+		w.Add(a.stream.raw, streamedXid(msg))
+		return true, w.Check()
 	case evStreamAbort:
 		m := msg.(*protocol.StreamAbort)
-		w := p.byXid[m.Xid]
+		w := p.Of(m.Xid)
 		if w == nil {
 			return false, nil
 		}
 		if m.Toplevel() {
-			p.release(m.Xid)
-			w.push(pjob{kind: jobRollback})
+			p.Release(m.Xid)
+			w.Rollback()
 			a.log.Debug().Uint32("xid", m.Xid).Msg("streamed transaction aborted; rolled back on its parallel connection")
 			return true, nil
 		}
-		w.push(pjob{kind: jobAbortSub, subxid: m.SubXid})
+		w.AbortSub(m.SubXid)
 		a.log.Debug().Uint32("xid", m.Xid).Uint32("subxid", m.SubXid).
 			Msg("subtransaction of a streamed transaction aborted; rolled back to its savepoint on its parallel connection")
-		return true, w.check()
+		return true, w.Check()
 	case evStreamCommit:
 		m := msg.(*protocol.StreamCommit)
-		w := p.byXid[m.Xid]
+		w := p.Of(m.Xid)
 		if w == nil {
 			return false, nil
 		}
@@ -307,42 +192,43 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 }
 
 // parallelCommit commits a transaction applied as it streamed (see
-// parallelPool: the worker's commit, then the applier's origin).
-func (a *applier) parallelCommit(ctx context.Context, w *parallelWorker, m *protocol.StreamCommit) error {
-	a.stream.par.release(m.Xid)
+// parallel's package doc: the worker's commit, then the applier's origin).
+func (a *applier) parallelCommit(ctx context.Context, w *parallel.Worker, m *protocol.StreamCommit) error {
+	a.stream.par.Release(m.Xid)
 	a.outcome.Began = true
 	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
-		w.push(pjob{kind: jobRollback})
+		w.Rollback()
 		a.noteSkipped()
 		return nil
 	}
 	if a.watch != nil && len(a.watch.syncs.tables) > 0 {
-		w.push(pjob{kind: jobRollback})
-		return &parallelFallbackError{xid: m.Xid, reason: errors.New("a table is being copied")}
+		w.Rollback()
+		return &parallel.FallbackError{Xid: m.Xid, Reason: errors.New("a table is being copied")}
 	}
 	start := time.Now()
-	if err := w.call(pjob{kind: jobCommit, end: m.EndLSN, at: m.CommitTime, lsn: m.CommitLSN, applied: a.applied}); err != nil {
-		return &parallelFallbackError{xid: m.Xid, reason: err}
+	if err := w.Commit(m.CommitLSN, m.EndLSN, m.CommitTime, a.applied); err != nil {
+		return &parallel.FallbackError{Xid: m.Xid, Reason: err}
 	}
-	if f := a.stream.par.cfg.parallelCommitted; f != nil {
+	if f := a.stream.parCfg.parallelCommitted; f != nil {
 		if err := f(m.Xid); err != nil {
 			return err
 		}
 	}
 	inserts, copied := a.Stats.Inserts.Load(), a.Stats.CopiedRows.Load()
-	w.mergeStats(&a.Stats)
+	w.MoveStats()
 	a.Stats.ParallelApplied.Add(1)
-	a.log.Info().Uint32("xid", m.Xid).Stringer("commit_lsn", m.CommitLSN).Int("worker", w.id).
+	a.log.Info().Uint32("xid", m.Xid).Stringer("commit_lsn", m.CommitLSN).Int("worker", w.ID()).
 		Int64("inserts", a.Stats.Inserts.Load()-inserts).Int64("copied_rows", a.Stats.CopiedRows.Load()-copied).
-		Int("copies", w.cp.copies).
+		Int("copies", w.Copies()).
 		Float64("commit_seconds", seconds(time.Since(start))).Msg("applied a streamed transaction as it streamed; committed")
 	return a.advanceAfterParallel(ctx, m.EndLSN, m.CommitTime)
 }
 
 // advanceAfterParallel commits, on the main connection, a transaction that
 // only advances the applier's origin to end, after a worker committed or
-// prepared the source transaction ending there (see parallelPool).
+// prepared the source transaction ending there (see parallel's package
+// doc).
 func (a *applier) advanceAfterParallel(ctx context.Context, end protocol.LSN, at protocol.Timestamp) error {
 	a.queue.TxnXid, a.queue.TxnLSN = a.txn.xid, a.txn.finalLSN
 	a.sess.Begin()
@@ -356,35 +242,35 @@ func (a *applier) advanceAfterParallel(ctx context.Context, end protocol.LSN, at
 func (a *applier) parallelPrepare(ctx context.Context, m *protocol.StreamPrepare) (handled bool, err error) {
 	defer func() { a.countFallback(err) }()
 	p := a.stream.par
-	if p == nil || p.byXid[m.Xid] == nil {
+	if p == nil || p.Of(m.Xid) == nil {
 		return false, nil
 	}
-	w := p.byXid[m.Xid]
-	p.release(m.Xid)
+	w := p.Of(m.Xid)
+	p.Release(m.Xid)
 	skip, err := a.startPrepared(ctx, m.Xid, m.PrepareLSN, m.PrepareTime, m.GID)
 	if err != nil {
-		w.push(pjob{kind: jobRollback})
+		w.Rollback()
 		return true, err
 	}
 	if skip {
-		w.push(pjob{kind: jobRollback})
+		w.Rollback()
 		a.tpSkipped()
 		return true, nil
 	}
 	gid := a.tp.gid
-	if err := w.call(pjob{kind: jobPrepare, end: m.EndLSN, at: m.PrepareTime, lsn: m.PrepareLSN, gid: gid, applied: a.applied}); err != nil {
-		return true, &parallelFallbackError{xid: m.Xid, reason: err}
+	if err := w.Prepare(m.PrepareLSN, m.EndLSN, m.PrepareTime, gid, a.applied); err != nil {
+		return true, &parallel.FallbackError{Xid: m.Xid, Reason: err}
 	}
-	w.mergeStats(&a.Stats)
+	w.MoveStats()
 	a.Stats.ParallelApplied.Add(1)
 	a.tp.prepared[gid] = true
-	a.log.Debug().Uint32("xid", m.Xid).Str("gid", gid).Stringer("end_lsn", m.EndLSN).Int("worker", w.id).Msg("prepared on its parallel connection")
+	a.log.Debug().Uint32("xid", m.Xid).Str("gid", gid).Stringer("end_lsn", m.EndLSN).Int("worker", w.ID()).Msg("prepared on its parallel connection")
 	return true, a.advanceAfterParallel(ctx, m.EndLSN, m.PrepareTime)
 }
 
 // countFallback counts a fallback to the spill path in Stats.
 func (a *applier) countFallback(err error) {
-	var pf *parallelFallbackError
+	var pf *parallel.FallbackError
 	if errors.As(err, &pf) {
 		a.Stats.ParallelFallbacks.Add(1)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // TestParallelCopyRuns: streamed transactions applied as they stream whose
-// long runs of inserts go by COPY (parallelCopy), each followed inside the
+// long runs of inserts go by COPY (internal/parallel, copyRun), each followed inside the
 // same transaction by changes that only apply in source order: updates and
 // deletes of rows the run inserted, a run re-inserting deleted keys, runs
 // into two tables in turn, a run rolled back to a savepoint, a table COPY
@@ -109,7 +109,7 @@ func TestParallelCopyRunsSkip(t *testing.T) {
 
 // TestParallelCopyRunsAcrossBlocks: a bulk insert streamed in many small
 // blocks (logical_decoding_work_mem = 64kB, a few hundred rows each) goes
-// as a few COPYs of parallelCopyBytes: the end of a stream block does
+// as a few COPYs of a worker's COPY size (1 MB): the end of a stream block does
 // not cut the run short (which sent each block's first rows through the
 // compactor and the rest as a COPY of a block's worth).
 func TestParallelCopyRunsAcrossBlocks(t *testing.T) {
@@ -136,7 +136,7 @@ func TestParallelCopyRunsAcrossBlocks(t *testing.T) {
 			t.Fatalf("the transaction was not applied as it streamed; log:\n%s", logs)
 		}
 		// 20000 rows of 100 bytes are 2 MB: two or three COPYs of
-		// parallelCopyBytes (1 MB) when the run spans the blocks, one per
+		// 1 MB (internal/parallel, copyBytes) when the run spans the blocks, one per
 		// block when each block starts it anew.
 		if n := logInt(t, line, "copies"); n > 4 {
 			t.Errorf("%d COPYs for one run of %d inserts, want at most 4; log line: %s", n, rows, line)

@@ -1,4 +1,4 @@
-package apply
+package parallel
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
 )
 
-// lockWatch finds the lock waits between the applier's target connections
+// Watch finds the lock waits between the applier's target connections
 // that only the run loop could end, and ends them.
 //
 // A worker's transaction stays open, holding its row locks, until its
@@ -27,47 +29,51 @@ import (
 //
 // Every watchEvery while a worker has a transaction, the watch asks the
 // target (pg_blocking_pids) which of the applier's connections wait for a
-// worker that is idle in transaction. Seen twice in a row, the holder's
-// backend is terminated: its transaction rolls back, the waiter goes on,
-// and the holder's streamed transaction falls back to the spill path (see
-// parallelPool). Cycles through locks alone (a worker and the main
-// connection waiting for each other's rows) PostgreSQL's deadlock detector
-// breaks itself: one of them fails with a deadlock error, which also falls
-// back (a worker) or reconnects (the main connection).
-type lockWatch struct {
-	cfg  *Config
-	pool *parallelPool
-	conn *pgx.Conn
+// worker that is idle in transaction. Seen twice in a row (ripe), the
+// holder's backend is terminated: its transaction rolls back, the waiter
+// goes on, and the holder's streamed transaction falls back to the spill
+// path (see the package doc). Cycles through locks alone (a worker and the
+// main connection waiting for each other's rows) PostgreSQL's deadlock
+// detector breaks itself: one of them fails with a deadlock error, which
+// also falls back (a worker) or reconnects (the main connection).
+type Watch struct {
+	conn    WatchConn
+	log     zerolog.Logger
+	mainPID uint32 // the main applying connection's backend
 
 	mu      sync.Mutex
-	workers []*parallelWorker
+	workers []*Worker
 	seen    map[[2]uint32]bool // waiter, holder: seen at the last look
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-// watchEvery is how often lockWatch looks.
-const watchEvery = 500 * time.Millisecond
-
-// startLockWatch connects the watch and starts it.
-func startLockWatch(ctx context.Context, cfg *Config, p *parallelPool) (*lockWatch, error) {
-	conn, err := connectTarget(ctx, cfg, "parallel watch")
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	lw := &lockWatch{cfg: cfg, pool: p, conn: conn, seen: map[[2]uint32]bool{}, cancel: cancel, done: make(chan struct{})}
-	go lw.run(wctx)
-	return lw, nil
+// WatchConn is the watch's own connection to the target (a *pgx.Conn).
+type WatchConn interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Close(ctx context.Context) error
 }
 
-func (lw *lockWatch) add(w *parallelWorker) {
+// watchEvery is how often the watch looks.
+const watchEvery = 500 * time.Millisecond
+
+// StartWatch starts a watch on conn, which it closes when it stops, for
+// the workers of a session whose main connection's backend is mainPID.
+func StartWatch(ctx context.Context, conn WatchConn, mainPID uint32, log zerolog.Logger) *Watch {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	lw := &Watch{conn: conn, log: log, mainPID: mainPID, seen: map[[2]uint32]bool{}, cancel: cancel, done: make(chan struct{})}
+	go lw.run(wctx)
+	return lw
+}
+
+func (lw *Watch) add(w *Worker) {
 	lw.mu.Lock()
 	lw.workers = append(lw.workers, w)
 	lw.mu.Unlock()
 }
 
-func (lw *lockWatch) stop() {
+func (lw *Watch) stop() {
 	lw.cancel()
 	<-lw.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,7 +81,7 @@ func (lw *lockWatch) stop() {
 	lw.conn.Close(ctx)
 }
 
-func (lw *lockWatch) run(ctx context.Context) {
+func (lw *Watch) run(ctx context.Context) {
 	defer close(lw.done)
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
@@ -86,16 +92,29 @@ func (lw *lockWatch) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := lw.look(ctx); err != nil && ctx.Err() == nil {
-			lw.cfg.Logger.Debug().Err(err).Msg("looking for lock waits between the applier's connections")
+			lw.log.Debug().Err(err).Msg("looking for lock waits between the applier's connections")
 		}
 	}
 }
 
+// ripe returns, of this round's (waiter, holder) pairs, those also seen
+// in the round before (last), and the pairs to remember for the next.
+func ripe(last map[[2]uint32]bool, pairs [][2]uint32) (ends [][2]uint32, seen map[[2]uint32]bool) {
+	seen = map[[2]uint32]bool{}
+	for _, p := range pairs {
+		seen[p] = true
+		if last[p] {
+			ends = append(ends, p)
+		}
+	}
+	return ends, seen
+}
+
 // look is one round of the watch.
-func (lw *lockWatch) look(ctx context.Context) error {
+func (lw *Watch) look(ctx context.Context) error {
 	lw.mu.Lock()
-	byPID := map[uint32]*parallelWorker{}
-	pids := []uint32{lw.pool.mainPID}
+	byPID := map[uint32]*Worker{}
+	pids := []uint32{lw.mainPID}
 	holders := []uint32{}
 	for _, w := range lw.workers {
 		if w.xidNow() != 0 && !w.failed.Load() {
@@ -127,15 +146,14 @@ func (lw *lockWatch) look(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	seen := map[[2]uint32]bool{}
-	for _, p := range pairs {
-		seen[p] = true
+	ends, seen := ripe(lw.seen, pairs)
+	for _, p := range ends {
 		w := byPID[p[1]]
-		if !lw.seen[p] || w == nil || w.failed.Load() {
+		if w == nil || w.failed.Load() {
 			continue
 		}
 		w.fail(errors.New("another of the applier's connections waits for a lock its transaction holds, which only its commit would release (a lock wait the source did not have)"))
-		lw.cfg.Logger.Warn().Uint32("waiting_pid", p[0]).Uint32("holding_pid", p[1]).Uint32("xid", w.xidNow()).Int("worker", w.id).
+		lw.log.Warn().Uint32("waiting_pid", p[0]).Uint32("holding_pid", p[1]).Uint32("xid", w.xidNow()).Int("worker", w.id).
 			Msg("lock wait between the applier's connections: ending the parallel connection's transaction; it falls back to the spill path")
 		if _, err := lw.conn.Exec(ctx, "SELECT pg_catalog.pg_terminate_backend($1)", int32(p[1])); err != nil {
 			return err
