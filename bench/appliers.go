@@ -211,8 +211,9 @@ func (h *harness) walapplyOnce(ctx context.Context, r *runEnv, w workload, strea
 	defer logFile.Close()
 	cmd := exec.Command(h.walapplyBin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Never outlive the harness, even when it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Never outlive the harness, even when it is killed; run in a session
+	// of its own, as a service does (sessionOfItsOwn).
+	cmd.SysProcAttr = sessionOfItsOwn()
 	output := func() string {
 		b, _ := os.ReadFile(logPath)
 		return tail(string(b), 30)

@@ -21,6 +21,26 @@ import (
 // bounded in time as well (the drain timeout and a minute), and dies with
 // the harness (SIGKILL on the parent's death). The report records how
 // many ran and the 1-minute load average at the end of every drain.
+//
+// Each neighbour process, and walapply, runs in a session of its own
+// (sessionOfItsOwn). With autogroup scheduling (Linux's
+// kernel.sched_autogroup_enabled, on by default on many distributions)
+// the kernel shares the CPU between sessions first and between the
+// processes of a session second. Every PostgreSQL backend calls setsid(),
+// so the built-in subscriber's apply worker is a session of its own; a
+// neighbour and walapply that shared walbench's session split one
+// session's share between them, so walapply got about a third of a core
+// where the apply worker got a full share. A sidecar runs as a service or
+// in a container of its own, never in its neighbour's session, so the
+// harness gives each process its own. The difference it made, PostgreSQL
+// 18 with the neighbour, walapply/builtin: pgbench 1.08 → 0.66, small
+// 3.21 → 1.7, mixed 1.54 → 0.97 (BENCHMARKS.md, runs 15 and 17).
+
+// sessionOfItsOwn is how the harness starts walapply and the neighbours:
+// in a new session (its own autogroup), killed when the harness dies.
+func sessionOfItsOwn() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+}
 
 // ParseNeighbour parses walbench's --neighbour: "off" or "0" for none,
 // "cores" for one per core, or a number of processes.
@@ -50,7 +70,7 @@ func startNeighbours(ctx context.Context, n int, limit time.Duration) (*neighbou
 	nb := &neighbours{cancel: cancel}
 	for range n {
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "while :; do :; done")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = sessionOfItsOwn()
 		if err := cmd.Start(); err != nil {
 			nb.stop()
 			return nil, fmt.Errorf("starting a neighbour process: %w", err)

@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseNeighbour(t *testing.T) {
@@ -52,4 +55,32 @@ func TestNeighboursBusyAndBounded(t *testing.T) {
 		t.Error("the time limit did not end the neighbour")
 	}
 	nb.cancel()
+}
+
+// TestNeighboursOwnSessions: each neighbour process leads a session of its
+// own, not the harness's (with autogroup scheduling a shared session
+// would split one share of CPU between the neighbours and walapply), and
+// so does a process started as walapply is (sessionOfItsOwn).
+func TestNeighboursOwnSessions(t *testing.T) {
+	nb, err := startNeighbours(context.Background(), 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.stop()
+	own, _ := unix.Getsid(0)
+	for _, c := range nb.cmds {
+		sid, err := unix.Getsid(c.Process.Pid)
+		if err != nil || sid != c.Process.Pid || sid == own {
+			t.Errorf("neighbour %d is in session %d (%v), want its own; the harness's is %d", c.Process.Pid, sid, err, own)
+		}
+	}
+	cmd := exec.Command("/bin/sleep", "5")
+	cmd.SysProcAttr = sessionOfItsOwn()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if sid, err := unix.Getsid(cmd.Process.Pid); err != nil || sid != cmd.Process.Pid {
+		t.Errorf("a process started with sessionOfItsOwn is in session %d (%v), want its own", sid, err)
+	}
 }
