@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/schema"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
@@ -118,7 +119,7 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	if err != nil {
 		return &PermanentError{fmt.Errorf("--schema: %w (nothing of the pre-data section was kept)", err)}
 	}
-	c.rec.exists, c.rec.schemaPhase = true, schemaPreData
+	c.rec.Exists, c.rec.SchemaPhase = true, schemaPreData
 	cfg.Logger.Info().Int("tables", len(plan.Tables)).Int("types", len(plan.Types)).Int("functions", len(plan.Funcs)).
 		Int("entries", len(entries)).Msg("schema: pre-data created on the target")
 	return nil
@@ -126,7 +127,7 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 
 // postData builds the indexes, constraints and triggers of the published
 // tables once they are copied, and records the phase.
-func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
+func (c *copier) postData(ctx context.Context, tables []*initcopy.Table) error {
 	cfg, began := c.cfg, time.Now()
 	d, err := findPgDump(ctx, cfg, c.version)
 	if err != nil {
@@ -168,7 +169,7 @@ func (c *copier) postData(ctx context.Context, tables []*copyTable) error {
 	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET schema_phase = $2 WHERE applier = $1`, cfg.Name, schemaPostData); err != nil {
 		return fmt.Errorf("recording the post-data phase in walapply.copies on the target: %w", err)
 	}
-	c.rec.schemaPhase = schemaPostData
+	c.rec.SchemaPhase = schemaPostData
 	cfg.Logger.Info().Int("entries", len(entries)).Float64("seconds", round1(time.Since(began).Seconds())).
 		Msg("schema: post-data built on the target")
 	return nil
