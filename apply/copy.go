@@ -125,17 +125,9 @@ func (c *copier) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	done := map[initcopy.Rel]bool{}
-	if c.act == initcopy.Resume {
-		if done, err = initcopy.ReadDone(ctx, c.control, cfg.Name); err != nil {
-			return err
-		}
-	}
-	var todo []*initcopy.Table
-	for _, t := range tables {
-		if !done[t.Rel] {
-			todo = append(todo, t)
-		}
+	todo, err := initcopy.Todo(ctx, c.control, cfg.Name, tables, c.act == initcopy.Resume)
+	if err != nil {
+		return err
 	}
 	// With --schema, the tables are created first (schema.go), unless an
 	// earlier attempt did or the copy began without --schema.
@@ -150,11 +142,6 @@ func (c *copier) run(ctx context.Context) error {
 		c.created = map[initcopy.Rel]bool{}
 		for _, t := range plan.tables {
 			c.created[t.Rel] = true
-		}
-	}
-	if c.act == initcopy.Resume {
-		if err := initcopy.MarkRanged(ctx, c.control, cfg.Name, todo); err != nil {
-			return err
 		}
 	}
 	// Everything that can be wrong with the target, at once, before

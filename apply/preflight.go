@@ -314,22 +314,9 @@ func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]err
 	if err != nil {
 		return nil, err
 	}
-	done := map[initcopy.Rel]bool{}
-	if f.copyResume {
-		if done, err = initcopy.ReadDone(ctx, s.control, cfg.Name); err != nil {
-			return nil, err
-		}
-	}
-	var todo []*initcopy.Table
-	for _, t := range tables {
-		if !done[t.Rel] {
-			todo = append(todo, t)
-		}
-	}
-	if f.copyResume {
-		if err := initcopy.MarkRanged(ctx, s.control, cfg.Name, todo); err != nil {
-			return nil, err
-		}
+	todo, err := initcopy.Todo(ctx, s.control, cfg.Name, tables, f.copyResume)
+	if err != nil {
+		return nil, err
 	}
 	err = checkTargetTables(ctx, s.control, tables, todo)
 	var problem *CopyCheckError

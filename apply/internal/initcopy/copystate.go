@@ -42,8 +42,31 @@ func InsertPending(ctx context.Context, tx pgx.Tx, applier string, tables []*Tab
 	return err
 }
 
-// ReadDone returns the tables whose copy committed.
-func ReadDone(ctx context.Context, q relmap.Querier, applier string) (map[Rel]bool, error) {
+// Todo returns the tables an attempt copies: all of them, or for a
+// resumed copy those not done yet, marked to be emptied first when an
+// interrupted attempt copied some of their ranges (MarkRanged).
+func Todo(ctx context.Context, q relmap.Querier, applier string, tables []*Table, resume bool) ([]*Table, error) {
+	if !resume {
+		return tables, nil
+	}
+	done, err := readDone(ctx, q, applier)
+	if err != nil {
+		return nil, err
+	}
+	var todo []*Table
+	for _, t := range tables {
+		if !done[t.Rel] {
+			todo = append(todo, t)
+		}
+	}
+	if err := MarkRanged(ctx, q, applier, todo); err != nil {
+		return nil, err
+	}
+	return todo, nil
+}
+
+// readDone returns the tables whose copy committed.
+func readDone(ctx context.Context, q relmap.Querier, applier string) (map[Rel]bool, error) {
 	rows, err := q.Query(ctx, `SELECT schema_name, table_name FROM walapply.copy_state WHERE applier = $1 AND status = 'done'`, applier)
 	if err != nil {
 		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
