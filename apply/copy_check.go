@@ -100,6 +100,8 @@ func relNamesOf(tables []*initcopy.Table) []relName {
 	return ns
 }
 
+// quoteList quotes column names for a column list (compare.go,
+// preflight.go, stream_publication.go; the copy's own is initcopy's).
 func quoteList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
@@ -108,6 +110,8 @@ func quoteList(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
+// quoteLiteral quotes a string as an SQL literal (compare.go,
+// ddl_source.go).
 func quoteLiteral(s string) string {
 	return "'" + string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''"))) + "'"
 }
