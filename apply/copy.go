@@ -161,7 +161,7 @@ func (c *copier) run(ctx context.Context) error {
 		}
 		c.rec.Point = point
 	case initcopy.Resume:
-		if err := c.syncTableList(ctx, tables); err != nil {
+		if err := initcopy.SyncTableList(ctx, c.control, cfg.Name, tables); err != nil {
 			return err
 		}
 		if len(todo) > 0 {
@@ -277,27 +277,6 @@ func tempSlotName(slot string, pid int) string {
 		slot = slot[:protocol.MaxSlotNameLen-len(suffix)]
 	}
 	return slot + suffix
-}
-
-// syncTableList brings a resumed copy's table list up to date with the
-// publications: tables added since are copied too, tables dropped from
-// them are forgotten unless already copied.
-func (c *copier) syncTableList(ctx context.Context, tables []*initcopy.Table) error {
-	err := pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
-		var schemas, names []string
-		for _, t := range tables {
-			schemas, names = append(schemas, t.Schema), append(names, t.Name)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state s WHERE applier = $1 AND status = 'pending'
-			AND (schema_name, table_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`, c.cfg.Name, schemas, names); err != nil {
-			return err
-		}
-		return initcopy.InsertPending(ctx, tx, c.cfg.Name, tables)
-	})
-	if err != nil {
-		return fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
-	}
-	return nil
 }
 
 // finish sets the origin to the slot's consistent point, where streaming

@@ -31,6 +31,27 @@ const (
 	StatusNotCopied = "not_copied"
 )
 
+// SyncTableList brings a resumed copy's table list up to date with the
+// publications: tables added since are copied too, tables dropped from
+// them are forgotten unless already copied.
+func SyncTableList(ctx context.Context, conn *pgx.Conn, applier string, tables []*Table) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var schemas, names []string
+		for _, t := range tables {
+			schemas, names = append(schemas, t.Schema), append(names, t.Name)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state s WHERE applier = $1 AND status = 'pending'
+			AND (schema_name, table_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`, applier, schemas, names); err != nil {
+			return err
+		}
+		return InsertPending(ctx, tx, applier, tables)
+	})
+	if err != nil {
+		return fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
+	}
+	return nil
+}
+
 // InsertPending records tables to copy, pending, unless recorded already.
 func InsertPending(ctx context.Context, tx pgx.Tx, applier string, tables []*Table) error {
 	var schemas, names []string
