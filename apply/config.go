@@ -67,12 +67,12 @@ type Config struct {
 	PgDump       string
 	// CopySplitSize is the source relation size (bytes, pg_relation_size)
 	// above which a table is copied in ranges by several workers at once
-	// (copy_ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB
+	// (internal/initcopy/ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB
 	// without; negative: never.
 	CopySplitSize int64
 	// splitDefault, when positive, replaces both of CopySplitSize's
 	// defaults: the seam (SetSplitDefault) through which tests copy small
-	// tables as the default would big ones (copy_whole.go).
+	// tables as the default would big ones (internal/initcopy/whole.go).
 	splitDefault int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both

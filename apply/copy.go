@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -50,14 +50,19 @@ import (
 // Everything that can be checked before copying is checked first: every
 // published table exists on the target with every published column, and
 // the tables to copy are empty. The problems are reported all at once.
+//
+// What a start does (initcopy.Decide), the tables and their check, the
+// workers, the ranges, the pipe and the progress are internal/initcopy's;
+// apply keeps the slot, --schema's sections, the origin and the record in
+// walapply.copies, and makes the package's errors and progress its own.
 func (s *session) initialCopy(ctx context.Context) error {
 	cfg := s.cfg
-	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
 		return err
 	}
-	if !cfg.Copy || rec.finished {
-		_, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, slot: cfg.Slot, rec: rec})
+	if !cfg.Copy || rec.Finished {
+		_, err := planCopy(initcopy.Facts{Asked: cfg.Copy, Applier: cfg.Name, Slot: cfg.Slot, Rec: rec})
 		return err
 	}
 	origin, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
@@ -76,9 +81,9 @@ func (s *session) initialCopy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("looking up replication slot %q on the source: %w", cfg.Slot, err)
 	}
-	act, err := planCopy(copyFacts{asked: true, applier: cfg.Name, slot: cfg.Slot, rec: rec,
-		slotFound: found, slotFlush: st.ConfirmedFlush, origin: origin})
-	if err != nil || act == copyNothing {
+	act, err := planCopy(initcopy.Facts{Asked: true, Applier: cfg.Name, Slot: cfg.Slot, Rec: rec,
+		SlotFound: found, SlotFlush: st.ConfirmedFlush, Origin: origin})
+	if err != nil || act == initcopy.Nothing {
 		return err
 	}
 	c := &copier{cfg: cfg, control: s.control, origin: s.origin, rc: rc, act: act, rec: rec, slotActive: found && st.Active}
@@ -91,20 +96,20 @@ type copier struct {
 	control    *pgx.Conn // target: walapply's tables, the origin
 	origin     string
 	rc         *protocol.ReplConn
-	act        copyAction
-	rec        copyRecord
+	act        initcopy.Action
+	rec        initcopy.Record
 	slotActive bool
 
 	// copiedAs is the state a table's copy commits in: "done", or
 	// "copied" for a table copied while the stream goes on (refresh_sync.go).
 	copiedAs string
 	// created are the tables this attempt's pre-data created (--schema),
-	// which the copy may truncate for COPY FREEZE (copy_freeze.go).
-	created map[relName]bool
+	// which the copy may truncate for COPY FREEZE (initcopy/freeze.go).
+	created map[initcopy.Rel]bool
 
 	src     *pgx.Conn // source: the catalog
 	version int       // the source's server_version_num
-	prog    *copyProgress
+	prog    *initcopy.Progress
 	post    *postDataRun // --schema's post-data section, when it is due
 }
 
@@ -121,21 +126,13 @@ func (c *copier) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	done := map[relName]bool{}
-	if c.act == copyResume {
-		if done, err = readDoneTables(ctx, c.control, cfg.Name); err != nil {
-			return err
-		}
-	}
-	var todo []*copyTable
-	for _, t := range tables {
-		if !done[t.relName] {
-			todo = append(todo, t)
-		}
+	todo, err := initcopy.Todo(ctx, c.control, cfg.Name, tables, c.act == initcopy.Resume)
+	if err != nil {
+		return err
 	}
 	// With --schema, the tables are created first (schema.go), unless an
 	// earlier attempt did or the copy began without --schema.
-	if cfg.Schema && c.rec.schemaPhase == "" && c.act != copyResume {
+	if cfg.Schema && c.rec.SchemaPhase == "" && c.act != initcopy.Resume {
 		plan, err := planSchema(ctx, c.src, c.control, tables)
 		if err != nil {
 			return err
@@ -143,14 +140,9 @@ func (c *copier) run(ctx context.Context) error {
 		if err := c.preData(ctx, plan); err != nil {
 			return err
 		}
-		c.created = map[relName]bool{}
+		c.created = map[initcopy.Rel]bool{}
 		for _, t := range plan.tables {
-			c.created[t.relName] = true
-		}
-	}
-	if c.act == copyResume {
-		if err := markRangedCopies(ctx, c.control, cfg.Name, todo); err != nil {
-			return err
+			c.created[t.Rel] = true
 		}
 	}
 	// Everything that can be wrong with the target, at once, before
@@ -160,17 +152,17 @@ func (c *copier) run(ctx context.Context) error {
 	}
 
 	// point is where the snapshot the tables are copied in stands: the
-	// slot's consistent point, where streaming starts (c.rec.point), or
+	// slot's consistent point, where streaming starts (c.rec.Point), or
 	// for a resumed copy a later one.
-	point, snapshot := c.rec.point, ""
+	point, snapshot := c.rec.Point, ""
 	switch c.act {
-	case copyFresh, copyRecreate:
+	case initcopy.Fresh, initcopy.Recreate:
 		if point, snapshot, err = c.createSlot(ctx, tables); err != nil {
 			return err
 		}
-		c.rec.point = point
-	case copyResume:
-		if err := c.syncTableList(ctx, tables); err != nil {
+		c.rec.Point = point
+	case initcopy.Resume:
+		if err := initcopy.SyncTableList(ctx, c.control, cfg.Name, tables); err != nil {
 			return err
 		}
 		if len(todo) > 0 {
@@ -186,14 +178,14 @@ func (c *copier) run(ctx context.Context) error {
 	// (schema.EarlyBuilds); a failing one stops the copy.
 	copyCtx, stopCopy := context.WithCancelCause(ctx)
 	defer stopCopy(nil)
-	if cfg.Schema && c.rec.schemaPhase != schemaPostData {
+	if cfg.Schema && c.rec.SchemaPhase != schemaPostData {
 		if c.post, err = c.startPostData(ctx, tables, stopCopy); err != nil {
 			return err
 		}
 	}
 	c.prog = newCopyProgress(cfg, len(tables), len(tables)-len(todo), todo)
-	c.prog.copied = c.tableCopied
-	stopReports := c.prog.report(ctx)
+	c.prog.OnCopied(c.tableCopied)
+	stopReports := c.prog.Report(ctx)
 	err = c.copyTables(copyCtx, todo, point, snapshot)
 	stopReports()
 	if err != nil {
@@ -217,21 +209,37 @@ func (c *copier) run(ctx context.Context) error {
 	return c.finish(ctx)
 }
 
-// doneStatus is the state a table's copy commits in.
-func (c *copier) doneStatus() string {
-	if c.copiedAs != "" {
-		return c.copiedAs
+// copyTables copies tables in the snapshot exported at point: the
+// package's Copier, with the applier's configuration, connections and
+// error kinds (initcopy.Copier.CopyTables).
+func (c *copier) copyTables(ctx context.Context, tables []*initcopy.Table, point protocol.LSN, snapshot string) error {
+	cfg := c.cfg
+	ic := &initcopy.Copier{
+		Applier: cfg.Name, Control: c.control, Version: c.version, Log: cfg.Logger, Prog: c.prog,
+		Workers: cfg.CopyWorkers, Split: initcopy.SplitSize(cfg.CopySplitSize, cfg.splitDefault, cfg.Schema), SetSplit: cfg.CopySplitSize,
+		Schema: cfg.Schema, Text: cfg.CopyFormat == CopyFormatText, DoneAs: c.copiedAs, Created: c.created,
+		ConnectSource: func(ctx context.Context, role string, tune ...func(*pgx.ConnConfig)) (*pgx.Conn, error) {
+			return connectSource(ctx, cfg, role, tune...)
+		},
+		ConnectTarget: func(ctx context.Context, role string) (*pgx.Conn, error) { return connectTarget(ctx, cfg, role) },
+		NotEmpty: func(table string) error {
+			return &PermanentError{&CopyCheckError{NotEmpty: []string{table}}}
+		},
+		Refused: func(relation string, err error) error {
+			return &TxnError{Op: OpInitialCopy, Relation: relation, Err: err}
+		},
+		CheckSnapshot: func(text string) error { _, err := parseSnapshot(text); return err },
 	}
-	return tableDone
+	return ic.CopyTables(ctx, tables, point, snapshot)
 }
 
 // createSlot creates the applier's slot with an exported snapshot, after
 // recording that it is being created (so that a crash in between leaves a
 // slot the next attempt knows to be its own), and records the tables to
 // copy.
-func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.LSN, string, error) {
+func (c *copier) createSlot(ctx context.Context, tables []*initcopy.Table) (protocol.LSN, string, error) {
 	cfg := c.cfg
-	if c.act == copyRecreate {
+	if c.act == initcopy.Recreate {
 		if c.slotActive {
 			return 0, "", fmt.Errorf("replication slot %q, left by an interrupted initial copy, is in use by another connection", cfg.Slot)
 		}
@@ -257,7 +265,7 @@ func (c *copier) createSlot(ctx context.Context, tables []*copyTable) (protocol.
 		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state WHERE applier = $1`, cfg.Name); err != nil {
 			return err
 		}
-		return insertPending(ctx, tx, cfg.Name, tables)
+		return initcopy.InsertPending(ctx, tx, cfg.Name, tables)
 	})
 	if err != nil {
 		return 0, "", fmt.Errorf("recording the slot's consistent point in walapply.copies on the target: %w", err)
@@ -289,75 +297,24 @@ func tempSlotName(slot string, pid int) string {
 	return slot + suffix
 }
 
-// syncTableList brings a resumed copy's table list up to date with the
-// publications: tables added since are copied too, tables dropped from
-// them are forgotten unless already copied.
-func (c *copier) syncTableList(ctx context.Context, tables []*copyTable) error {
-	err := pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
-		var schemas, names []string
-		for _, t := range tables {
-			schemas, names = append(schemas, t.schema), append(names, t.name)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_state s WHERE applier = $1 AND status = 'pending'
-			AND (schema_name, table_name) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))`, c.cfg.Name, schemas, names); err != nil {
-			return err
-		}
-		return insertPending(ctx, tx, c.cfg.Name, tables)
-	})
-	if err != nil {
-		return fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
-	}
-	return nil
-}
-
-func insertPending(ctx context.Context, tx pgx.Tx, applier string, tables []*copyTable) error {
-	var schemas, names []string
-	for _, t := range tables {
-		schemas, names = append(schemas, t.schema), append(names, t.name)
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO walapply.copy_state (applier, schema_name, table_name)
-		SELECT $1, s, n FROM unnest($2::text[], $3::text[]) t(s, n) ON CONFLICT DO NOTHING`, applier, schemas, names)
-	return err
-}
-
-// readDoneTables returns the tables whose copy committed.
-func readDoneTables(ctx context.Context, q relmap.Querier, applier string) (map[relName]bool, error) {
-	rows, err := q.Query(ctx, `SELECT schema_name, table_name FROM walapply.copy_state WHERE applier = $1 AND status = 'done'`, applier)
-	if err != nil {
-		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
-	}
-	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
-		var n relName
-		return n, r.Scan(&n.schema, &n.name)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
-	}
-	m := make(map[relName]bool, len(done))
-	for _, n := range done {
-		m[n] = true
-	}
-	return m, nil
-}
-
 // finish sets the origin to the slot's consistent point, where streaming
 // starts, and marks the copy finished. A crash in between repeats both.
 func (c *copier) finish(ctx context.Context) error {
 	cfg := c.cfg
-	if err := dropCopyOrigins(ctx, c.control, cfg.Name); err != nil {
+	if err := initcopy.DropOrigins(ctx, c.control, cfg.Name); err != nil {
 		return err
 	}
-	if err := state.AdvanceOrigin(ctx, c.control, c.origin, c.rec.point); err != nil {
+	if err := state.AdvanceOrigin(ctx, c.control, c.origin, c.rec.Point); err != nil {
 		return err
 	}
 	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET finished_at = now() WHERE applier = $1`, cfg.Name); err != nil {
 		return fmt.Errorf("marking the initial copy finished in walapply.copies on the target: %w", err)
 	}
-	p := c.prog.snapshot(true)
+	p := c.prog.Snapshot(true)
 	cfg.Logger.Info().Int("tables", p.TablesTotal).Int64("rows", p.Rows).Int64("bytes", p.Bytes).
-		Float64("seconds", round1(p.Elapsed.Seconds())).Stringer("start_lsn", c.rec.point).
+		Float64("seconds", round1(p.Elapsed.Seconds())).Stringer("start_lsn", c.rec.Point).
 		Msg("initial copy complete; streaming from the slot's consistent point")
-	c.prog.call(p)
+	c.prog.Tell(p)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -204,7 +205,7 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 		// connection (the target interface runs plain SQL only).
 		var rows []string
 		for _, n := range created {
-			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+tableExisting+"', true)")
+			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+initcopy.StatusExisting+"', true)")
 		}
 		if err := a.sess.Exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
 			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {

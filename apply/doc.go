@@ -196,11 +196,16 @@
 //     start refused for another slot or an origin another applier owns),
 //     timeline (up to where two of the source's timelines share their
 //     WAL, from its timeline histories), copydata (rows encoded as COPY
-//     data, text or binary, and the COPY statement that takes them);
+//     data, text or binary, and the COPY statement that takes them),
+//     initcopy (the initial copy's work: the published tables and the
+//     target's check of them, what a start does about an unfinished copy,
+//     the workers, whole tables and ranges, the FREEZE rule, the pipe,
+//     the progress counts, the copy state per table and range, the
+//     workers' origins);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
 //     registry.Register, timeline.SharedUntil,
-//     copydata.AppendTuple).
+//     copydata.AppendTuple, initcopy.Copier).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
 //     stream_errors.go, stream_publication.go; applied as they stream
 //     (--streaming parallel): package internal/parallel (the pool of
@@ -214,16 +219,19 @@
 //     repair at connect).
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
-//   - Initial copy and tables published later: copy.go, copy_plan.go
-//     (what a start does about the copy), copy_tables.go,
-//     copy_worker.go, copy_origins.go (the copy workers' origins),
-//     copy_ranges.go and copy_split.go (big tables in ranges), copy_whole.go
-//     (or whole, for COPY FREEZE),
-//     copy_freeze.go, copy_pipe.go, copy_format.go, copy_filter.go,
-//     copy_sequences.go, copy_progress.go, refresh.go, refresh_state.go,
-//     refresh_sync.go; with --schema: schema.go (the sections created
-//     and the phase recorded), schema_plan.go (internal/schema's plan,
-//     pg_dump and errors as apply's; the preflight's check).
+//   - Initial copy and tables published later (the work is
+//     internal/initcopy's): copy.go (an attempt: the slot, the record in
+//     walapply.copies, the origin; initcopy.Copier with apply's
+//     connections and errors), copy_check.go (initcopy's decision and
+//     checks with apply's errors; CopyCheckError), copy_progress.go
+//     (CopyProgress, from initcopy's counts), copy_format.go
+//     (CopyFormat*), copy_origins.go (the worker origin names for the
+//     parallel workers), copy_filter.go (the streamed changes a copy
+//     holds, skipped), copy_sequences.go (SyncSequences), refresh.go,
+//     refresh_state.go, refresh_sync.go; with --schema: schema.go (the
+//     sections created and the phase recorded), schema_plan.go
+//     (internal/schema's plan, pg_dump and errors as apply's; the
+//     preflight's check).
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/twophase"
 )
@@ -57,7 +58,7 @@ func readDropFacts(ctx context.Context, conn *pgx.Conn, name, origin string) (*d
 	if exists {
 		f.origins = append(f.origins, origin)
 	}
-	copies, err := copyOriginsOf(ctx, conn, name)
+	copies, err := initcopy.OriginsOf(ctx, conn, name)
 	if err != nil {
 		return nil, err
 	}

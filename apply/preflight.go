@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -275,23 +276,23 @@ func checkTwoPhase(ctx context.Context, s *session, f *preflightFacts) ([]error,
 // unless another process interfered).
 func checkCopyPlan(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
 	cfg := s.cfg
-	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.Copy && !rec.exists {
+	if !cfg.Copy && !rec.Exists {
 		return nil, nil
 	}
 	origin, _, err := state.OriginProgress(ctx, s.control, s.origin, false)
 	if err != nil {
 		return nil, err
 	}
-	act, err := planCopy(copyFacts{asked: cfg.Copy, applier: cfg.Name, slot: cfg.Slot, rec: rec,
-		slotFound: f.slotFound, slotFlush: f.slot.ConfirmedFlush, origin: origin})
+	act, err := planCopy(initcopy.Facts{Asked: cfg.Copy, Applier: cfg.Name, Slot: cfg.Slot, Rec: rec,
+		SlotFound: f.slotFound, SlotFlush: f.slot.ConfirmedFlush, Origin: origin})
 	if err != nil {
 		return []error{err}, nil
 	}
-	f.copyTodo, f.copyResume = act != copyNothing, act == copyResume
+	f.copyTodo, f.copyResume = act != initcopy.Nothing, act == initcopy.Resume
 	return nil, nil
 }
 
@@ -313,22 +314,9 @@ func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]err
 	if err != nil {
 		return nil, err
 	}
-	done := map[relName]bool{}
-	if f.copyResume {
-		if done, err = readDoneTables(ctx, s.control, cfg.Name); err != nil {
-			return nil, err
-		}
-	}
-	var todo []*copyTable
-	for _, t := range tables {
-		if !done[t.relName] {
-			todo = append(todo, t)
-		}
-	}
-	if f.copyResume {
-		if err := markRangedCopies(ctx, s.control, cfg.Name, todo); err != nil {
-			return nil, err
-		}
+	todo, err := initcopy.Todo(ctx, s.control, cfg.Name, tables, f.copyResume)
+	if err != nil {
+		return nil, err
 	}
 	err = checkTargetTables(ctx, s.control, tables, todo)
 	var problem *CopyCheckError

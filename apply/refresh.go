@@ -7,32 +7,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
-)
-
-// States of a table in walapply.copy_state.status.
-//
-// A table removed from the publications keeps its row with published =
-// false: the source stops sending its changes, its rows on the target
-// stay, and the stream may still bring changes it made before it was
-// removed, which must apply (or be filtered) as before. A table removed
-// and published again is copied again, as PostgreSQL's refresh does; the
-// copy needs the target table empty and says so.
-//
-// An applier without --copy (no walapply.copies row) cannot copy: a table
-// published later is applied from its first change on, and its earlier
-// rows are missing on the target. It is logged once as a warning and
-// recorded 'not_copied' ("published, not copied" in walapply status). At
-// its first start the tables it finds are recorded 'existing': the target
-// was filled otherwise.
-const (
-	tablePending   = "pending"
-	tableCopied    = "copied" // copied while the stream went on, not caught up yet (refresh_sync.go)
-	tableDone      = "done"
-	tableExisting  = "existing"
-	tableNotCopied = "not_copied"
 )
 
 // notCopiedWarning is logged once for each table published later to an
@@ -146,7 +124,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // starts the next session at once, which copies the table as above.
 func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatch, error) {
 	cfg, log := s.cfg, s.cfg.Logger
-	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -159,18 +137,18 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	if err != nil {
 		return nil, err
 	}
-	copying := rec.exists
+	copying := rec.Exists
 	published := map[relName]bool{}
-	var todo []*copyTable // to copy, or to record
+	var todo []*initcopy.Table // to copy, or to record
 	for _, t := range tables {
-		published[t.relName] = true
-		k, ok := known[t.relName]
+		published[relOf(t)] = true
+		k, ok := known[relOf(t)]
 		switch {
 		case !ok, !k.published:
 			todo = append(todo, t)
-		case copying && k.status == tablePending:
+		case copying && k.status == initcopy.StatusPending:
 			todo = append(todo, t)
-		case copying && k.status == tableCopied:
+		case copying && k.status == initcopy.StatusCopied:
 			// Copied while a session streamed, which ended before it
 			// caught the table up (refresh_sync.go): copied again.
 			if err := emptyTable(ctx, s.control, cfg.Name, t); err != nil {
@@ -201,11 +179,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 
 	first := len(known) == 0 && !copying
-	var toCopy []*copyTable
+	var toCopy []*initcopy.Table
 	if copying && len(todo) > 0 {
 		// Everything that can be wrong with the target, before anything
 		// is recorded or copied.
-		if err := markRangedCopies(ctx, s.control, cfg.Name, todo); err != nil {
+		if err := initcopy.MarkRanged(ctx, s.control, cfg.Name, todo); err != nil {
 			return nil, err
 		}
 		if err := checkTargetTables(ctx, s.control, todo, todo); err != nil {
@@ -220,14 +198,14 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		if err := upsertTables(ctx, tx, cfg.Name, relNamesOf(todo), stateFor(copying, first)); err != nil {
 			return err
 		}
-		return insertTables(ctx, tx, cfg.Name, gone, tableNotCopied, false)
+		return insertTables(ctx, tx, cfg.Name, gone, initcopy.StatusNotCopied, false)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("updating the table list in walapply.copy_state on the target: %w", err)
 	}
 	if !copying && !first {
 		for _, t := range todo {
-			log.Warn().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
+			log.Warn().Str("relation", sqlgen.LogRelation(t.Schema, t.Name)).
 				Msg(notCopiedWarning)
 		}
 	}
@@ -246,7 +224,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		}
 	}
 	for _, t := range tables {
-		w.known[t.relName] = true
+		w.known[relOf(t)] = true
 	}
 	for _, n := range seen {
 		w.known[n] = true // stopped for once; not published now, nothing to copy
@@ -266,7 +244,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 
 // publishedNow opens a plain source connection and lists the tables the
 // publications hold now; the caller closes the connection.
-func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*copyTable, error) {
+func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*initcopy.Table, error) {
 	src, err := connectSource(ctx, s.cfg, "refresh")
 	if err != nil {
 		return nil, nil, err
@@ -283,11 +261,11 @@ func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*copyTable, er
 // A partitioned table published through its root (publish_via_partition_root)
 // has its changes sent as the root's, but pgoutput also sends a Relation
 // message for the partition each change was made in: that is no news.
-func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*copyTable, version int) ([]relName, error) {
+func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*initcopy.Table, version int) ([]relName, error) {
 	var roots []relName
 	for _, t := range tables {
-		if t.partitioned {
-			roots = append(roots, t.relName)
+		if t.Partitioned {
+			roots = append(roots, relOf(t))
 		}
 	}
 	if len(roots) == 0 || version < 130000 { // publish_via_partition_root is 13+
@@ -319,18 +297,18 @@ func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*copyTable, versi
 func stateFor(copying, first bool) string {
 	switch {
 	case copying:
-		return tablePending
+		return initcopy.StatusPending
 	case first:
-		return tableExisting
+		return initcopy.StatusExisting
 	}
-	return tableNotCopied
+	return initcopy.StatusNotCopied
 }
 
 // copyNewTables copies tables published after the applier's initial copy
 // in a snapshot exported by a temporary slot, as a resumed copy does; the
 // origin stays where it is, and the copy filter skips the changes the
 // snapshot holds.
-func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version int) error {
+func (s *session) copyNewTables(ctx context.Context, todo []*initcopy.Table, version int) error {
 	cfg := s.cfg
 	// The exported snapshot stays importable while this connection,
 	// which created the temporary slot, is open and idle.
@@ -339,7 +317,7 @@ func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version 
 		return fmt.Errorf("connecting to the source to copy newly published tables: %w", err)
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	c := &copier{cfg: cfg, control: s.control, origin: s.origin, rc: rc, act: copyResume, version: version}
+	c := &copier{cfg: cfg, control: s.control, origin: s.origin, rc: rc, act: initcopy.Resume, version: version}
 	point, snapshot, err := c.createTempSlot(ctx)
 	if err != nil {
 		return err
@@ -347,21 +325,13 @@ func (s *session) copyNewTables(ctx context.Context, todo []*copyTable, version 
 	cfg.Logger.Info().Str("relations", logRelations(relNamesOf(todo))).Stringer("snapshot_lsn", point).
 		Msg("copying newly published tables; their changes the snapshot holds are skipped from the stream")
 	c.prog = newCopyProgress(cfg, len(todo), 0, todo)
-	stopReports := c.prog.report(ctx)
+	stopReports := c.prog.Report(ctx)
 	err = c.copyTables(ctx, todo, point, snapshot)
 	stopReports()
 	if err != nil {
 		return err
 	}
-	return dropCopyOrigins(ctx, s.control, cfg.Name)
-}
-
-func relNamesOf(tables []*copyTable) []relName {
-	ns := make([]relName, len(tables))
-	for i, t := range tables {
-		ns[i] = t.relName
-	}
-	return ns
+	return initcopy.DropOrigins(ctx, s.control, cfg.Name)
 }
 
 func compareRelName(a, b relName) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/state"
 )
@@ -42,7 +43,7 @@ func readKnownTables(ctx context.Context, q relmap.Querier, applier string) (map
 // recordNotCopied records tables published later to an applier that
 // does not copy them.
 func recordNotCopied(ctx context.Context, q state.Querier, applier string, tables []relName) error {
-	return upsertTables(ctx, q, applier, tables, tableNotCopied)
+	return upsertTables(ctx, q, applier, tables, initcopy.StatusNotCopied)
 }
 
 func splitNames(ns []relName) (schemas, names []string) {
@@ -94,21 +95,21 @@ func setPublished(ctx context.Context, q state.Querier, applier string, ns []rel
 // copy committed before the session ended, and makes it pending again.
 // DELETE, not TRUNCATE: foreign keys from other tables do not block it
 // under session_replication_role = replica.
-func emptyTable(ctx context.Context, conn *pgx.Conn, applier string, t *copyTable) error {
+func emptyTable(ctx context.Context, conn *pgx.Conn, applier string, t *initcopy.Table) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var partitioned bool
 		if err := tx.QueryRow(ctx, `SELECT c.relkind = 'p' FROM pg_catalog.pg_class c
 			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
-			t.schema, t.name).Scan(&partitioned); err != nil {
+			t.Schema, t.Name).Scan(&partitioned); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM "+fromItem(t.String(), partitioned)); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM "+initcopy.FromItem(t.String(), partitioned)); err != nil {
 			return err
 		}
-		return upsertTables(ctx, tx, applier, []relName{t.relName}, tablePending)
+		return upsertTables(ctx, tx, applier, []relName{relOf(t)}, initcopy.StatusPending)
 	})
 	if err != nil {
 		return fmt.Errorf("emptying table %s on the target to copy it again: %w", t, err)

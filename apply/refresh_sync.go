@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -57,7 +58,7 @@ const maxSyncBuffer = 16 << 20
 // aside (memory stays bounded).
 type tableSync struct {
 	name    relName
-	table   *copyTable
+	table   *initcopy.Table
 	changes []syncChange // set aside, in stream order
 	done    chan error   // the copy's result, once
 	cancel  context.CancelFunc
@@ -210,18 +211,18 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		return nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	i := slices.IndexFunc(tables, func(t *copyTable) bool { return t.relName == n })
+	i := slices.IndexFunc(tables, func(t *initcopy.Table) bool { return relOf(t) == n })
 	if i < 0 {
 		return nil, nil
 	}
 	t := tables[i]
-	if err := markRangedCopies(ctx, s.control, cfg.Name, []*copyTable{t}); err != nil {
+	if err := initcopy.MarkRanged(ctx, s.control, cfg.Name, []*initcopy.Table{t}); err != nil {
 		return nil, err
 	}
-	if err := checkTargetTables(ctx, s.control, []*copyTable{t}, []*copyTable{t}); err != nil {
+	if err := checkTargetTables(ctx, s.control, []*initcopy.Table{t}, []*initcopy.Table{t}); err != nil {
 		return nil, err
 	}
-	if err := upsertTables(ctx, s.control, cfg.Name, []relName{n}, tablePending); err != nil {
+	if err := upsertTables(ctx, s.control, cfg.Name, []relName{n}, initcopy.StatusPending); err != nil {
 		return nil, fmt.Errorf("recording newly published table %s in walapply.copy_state on the target: %w", t, err)
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -231,14 +232,14 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 		defer ts.wg.Done()
 		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
 	}()
-	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.Schema, t.Name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
 }
 
 // copyInBackground copies one table in a snapshot of its own and commits
 // it 'copied'.
-func (s *session) copyInBackground(ctx context.Context, t *copyTable, version int) error {
+func (s *session) copyInBackground(ctx context.Context, t *initcopy.Table, version int) error {
 	cfg := s.cfg
 	rc, err := protocol.ConnectReplication(ctx, cfg.Source, cfg.replicationName("copy slot"))
 	if err != nil {
@@ -252,13 +253,13 @@ func (s *session) copyInBackground(ctx context.Context, t *copyTable, version in
 		return err
 	}
 	defer control.Close(context.WithoutCancel(ctx))
-	c := &copier{cfg: cfg, control: control, origin: s.origin, rc: rc, act: copyResume, version: version, copiedAs: tableCopied}
+	c := &copier{cfg: cfg, control: control, origin: s.origin, rc: rc, act: initcopy.Resume, version: version, copiedAs: initcopy.StatusCopied}
 	point, snapshot, err := c.createTempSlot(ctx)
 	if err != nil {
 		return err
 	}
-	c.prog = newCopyProgress(cfg, 1, 0, []*copyTable{t})
-	return c.copyTables(ctx, []*copyTable{t}, point, snapshot)
+	c.prog = newCopyProgress(cfg, 1, 0, []*initcopy.Table{t})
+	return c.copyTables(ctx, []*initcopy.Table{t}, point, snapshot)
 }
 
 // catchUpReady catches up a table whose background copy finished, when
@@ -349,7 +350,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	}
 	delete(w.syncs.tables, ts.name)
 	ts.wg.Wait()
-	if err := dropCopyOrigins(ctx, s.control, cfg.Name); err != nil {
+	if err := initcopy.DropOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
 	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/schema"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
@@ -120,7 +121,7 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 	if err != nil {
 		return &PermanentError{fmt.Errorf("--schema: %w (nothing of the pre-data section was kept)", err)}
 	}
-	c.rec.exists, c.rec.schemaPhase = true, schemaPreData
+	c.rec.Exists, c.rec.SchemaPhase = true, schemaPreData
 	cfg.Logger.Info().Int("tables", len(plan.Tables)).Int("types", len(plan.Types)).Int("functions", len(plan.Funcs)).
 		Int("entries", len(entries)).Msg("schema: pre-data created on the target")
 	return nil
@@ -138,7 +139,7 @@ type postDataRun struct {
 
 // startPostData dumps the post-data section of the published tables and
 // gets its early builds ready; fail hears of the first that fails.
-func (c *copier) startPostData(ctx context.Context, tables []*copyTable, fail func(error)) (*postDataRun, error) {
+func (c *copier) startPostData(ctx context.Context, tables []*initcopy.Table, fail func(error)) (*postDataRun, error) {
 	cfg := c.cfg
 	d, err := findPgDump(ctx, cfg, c.version)
 	if err != nil {
@@ -174,9 +175,9 @@ func postDataError(err error) error {
 }
 
 // tableCopied starts t's index builds, if the post-data section is due.
-func (c *copier) tableCopied(t *copyTable) {
+func (c *copier) tableCopied(t *initcopy.Table) {
 	if c.post != nil {
-		c.post.early.Copied(schema.Object{Schema: t.schema, Name: t.name})
+		c.post.early.Copied(schema.Object{Schema: t.Schema, Name: t.Name})
 	}
 }
 
@@ -214,7 +215,7 @@ func (c *copier) postData(ctx context.Context, r *postDataRun) error {
 	if _, err := c.control.Exec(ctx, `UPDATE walapply.copies SET schema_phase = $2 WHERE applier = $1`, cfg.Name, schemaPostData); err != nil {
 		return fmt.Errorf("recording the post-data phase in walapply.copies on the target: %w", err)
 	}
-	c.rec.schemaPhase = schemaPostData
+	c.rec.SchemaPhase = schemaPostData
 	cfg.Logger.Info().Int("entries", len(r.entries)).Int("built_early", len(r.entries)-len(rest)).
 		Float64("seconds", round1(time.Since(r.began).Seconds())).Msg("schema: post-data built on the target")
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/schema"
 )
 
@@ -24,12 +25,12 @@ func (e *SchemaConflictError) Error() string {
 // tables to create as the copy names them.
 type schemaPlan struct {
 	*schema.Plan
-	tables []*copyTable // published tables (and their relatives) missing on the target
+	tables []*initcopy.Table // published tables (and their relatives) missing on the target
 }
 
 // planSchema is schema.PlanFor for the copy's tables: the plan, or every
 // conflict as a permanent SchemaConflictError.
-func planSchema(ctx context.Context, src, tgt schema.Querier, tables []*copyTable) (*schemaPlan, error) {
+func planSchema(ctx context.Context, src, tgt schema.Querier, tables []*initcopy.Table) (*schemaPlan, error) {
 	p, err := schema.PlanFor(ctx, src, tgt, schemaObjects(tables))
 	if err != nil {
 		return nil, err
@@ -39,16 +40,16 @@ func planSchema(ctx context.Context, src, tgt schema.Querier, tables []*copyTabl
 	}
 	plan := &schemaPlan{Plan: p}
 	for _, o := range p.Tables {
-		plan.tables = append(plan.tables, &copyTable{relName: relName{o.Schema, o.Name}})
+		plan.tables = append(plan.tables, &initcopy.Table{Rel: initcopy.Rel{Schema: o.Schema, Name: o.Name}})
 	}
 	return plan, nil
 }
 
 // schemaObjects names the copy's tables as internal/schema does.
-func schemaObjects(tables []*copyTable) []schema.Object {
+func schemaObjects(tables []*initcopy.Table) []schema.Object {
 	objs := make([]schema.Object, len(tables))
 	for i, t := range tables {
-		objs[i] = schema.Object{Schema: t.schema, Name: t.name}
+		objs[i] = schema.Object{Schema: t.Schema, Name: t.Name}
 	}
 	return objs
 }
@@ -89,8 +90,8 @@ func checkSchema(ctx context.Context, s *session, f *preflightFacts) ([]error, e
 		}
 		// A copy begun with --schema has no keys on the target before
 		// its post-data section: it must finish with --schema.
-		rec, err := readCopyRecord(ctx, s.control, cfg.Name)
-		if err != nil || rec.schemaPhase != schemaPreData {
+		rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
+		if err != nil || rec.SchemaPhase != schemaPreData {
 			return nil, err
 		}
 		return []error{&PermanentError{fmt.Errorf("the unfinished initial copy of applier %q was started with --schema and its indexes and constraints are not built yet: run again with --copy --schema", cfg.Name)}}, nil
@@ -104,11 +105,11 @@ func checkSchema(ctx context.Context, s *session, f *preflightFacts) ([]error, e
 	if _, err := findPgDump(ctx, cfg, f.version); err != nil {
 		return []error{err}, nil
 	}
-	rec, err := readCopyRecord(ctx, s.control, cfg.Name)
+	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
-	if rec.schemaPhase != "" || f.copyResume {
+	if rec.SchemaPhase != "" || f.copyResume {
 		return nil, nil
 	}
 	f.schemaCreates = true

@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"context"
@@ -18,9 +18,9 @@ type tableSize struct {
 }
 
 // sizeTable reads table t's tableSize in the worker's snapshot.
-func (w *copyWorker) sizeTable(ctx context.Context, t *copyTable) (tableSize, error) {
+func (w *copyWorker) sizeTable(ctx context.Context, t *Table) (tableSize, error) {
 	var s tableSize
-	if t.partitioned {
+	if t.Partitioned {
 		return s, nil
 	}
 	if err := w.src.QueryRow(ctx, splitTableSQL, t.String()).Scan(&s.size, &s.blockSize, &s.key); err != nil {
@@ -31,7 +31,7 @@ func (w *copyWorker) sizeTable(ctx context.Context, t *copyTable) (tableSize, er
 
 // cutTable cuts a table into ranges when it is bigger than split, in the
 // worker's snapshot; none when it is copied whole.
-func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, ts tableSize, split int64, workers int) ([]*copyRange, error) {
+func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, split int64, workers int) ([]*copyRange, error) {
 	size, blockSize, key := ts.size, ts.blockSize, ts.key
 	if size <= split {
 		return nil, nil
@@ -41,7 +41,7 @@ func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, ts tableSize, s
 	n = min(n, copyMaxRanges)
 	if key != nil {
 		var lo, hi *int64
-		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + fromItem(t.String(), false)
+		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + FromItem(t.String(), false)
 		if err := w.src.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
 			return nil, fmt.Errorf("reading the key range of table %s on the source: %w", t, err)
 		}
@@ -50,7 +50,7 @@ func (w *copyWorker) cutTable(ctx context.Context, t *copyTable, ts tableSize, s
 		}
 		return makeRanges(t, *key, splitSpan(*lo, *hi, n)), nil
 	}
-	if w.c.version < 140000 {
+	if w.c.Version < 140000 {
 		return nil, nil // no TID range scans: each range would read the whole table
 	}
 	blocks := size / blockSize
@@ -80,7 +80,7 @@ func splitSpan(lo, hi int64, n int64) []int64 {
 
 // makeRanges makes the ranges between the inner bounds; the first and the
 // last are open.
-func makeRanges(t *copyTable, by string, bounds []int64) []*copyRange {
+func makeRanges(t *Table, by string, bounds []int64) []*copyRange {
 	if len(bounds) == 0 {
 		return nil
 	}

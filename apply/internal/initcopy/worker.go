@@ -1,131 +1,39 @@
-package apply
+package initcopy
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
 
-// Sessions of the copy. The source writes values in the forms the target
-// reads back unchanged (as the applier's source sessions do: ISO dates,
-// every float digit); the target session behaves like the applier's
-// (DESIGN.md invariant 8): no ordinary triggers or foreign key checks, so
-// tables can be copied in any order. Its commits need not wait for the
-// disk: finishing the copy commits synchronously on the control
-// connection, which makes every earlier commit durable with it, and a
-// table whose commit a target crash loses loses its 'done' row with it and
-// is copied again.
-var (
-	copySourceSetup = []string{
-		"SET DateStyle = ISO",
-		"SET IntervalStyle = postgres",
-		"SET extra_float_digits = 3",
-		"SET statement_timeout = 0",
-		"SET idle_in_transaction_session_timeout = 0",
-	}
-	copyTargetSetup = []string{
-		"SET session_replication_role = replica",
-		"SET synchronous_commit = off",
-		"SET DateStyle = ISO",
-		"SET IntervalStyle = postgres",
-		"SET statement_timeout = 0",
-		"SET lock_timeout = 0",
-		"SET idle_in_transaction_session_timeout = 0",
-	}
-)
-
-// errCopyAborted ends the source side of a table's copy (its writes into
-// the copyPipe) when the target side failed first.
-var errCopyAborted = errors.New("apply: the target side of the copy failed")
-
-// copyTables copies tables in the snapshot exported at point, with
-// Config.CopyWorkers workers (default 2), largest tables first; the workers
-// copy whole tables and the ranges of big ones alike (copy_ranges.go), so
-// CopyWorkers bounds the whole copy. The first failure stops every worker.
-func (c *copier) copyTables(ctx context.Context, tables []*copyTable, point protocol.LSN, snapshot string) error {
-	if len(tables) == 0 {
-		return nil
-	}
-	tables = slices.Clone(tables)
-	slices.SortStableFunc(tables, func(a, b *copyTable) int { return cmp.Compare(b.estRows, a.estRows) })
-	n := c.cfg.CopyWorkers
-	if n <= 0 {
-		n = 2
-	}
-	todo, err := c.planJobs(ctx, tables, snapshot, n)
-	if err != nil {
-		return err
-	}
-	n = min(n, len(todo))
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	jobs := make(chan copyJob)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			if errs[i] = c.worker(ctx, i+1, jobs, point, snapshot); errs[i] != nil {
-				cancel(errs[i])
-			}
-		})
-	}
-feed:
-	for _, j := range todo {
-		select {
-		case jobs <- j:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if context.Cause(ctx) != nil {
-		c.dropLeftCopyOrigins(ctx)
-	}
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err // the first worker's failure
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
 // copyWorker is a source connection inside the exported snapshot and a
 // target connection.
 type copyWorker struct {
-	c        *copier
+	c        *Copier
 	src, tgt *pgx.Conn
 	point    protocol.LSN
 	snapText string // the snapshot as pg_snapshot text, recorded per table
 }
 
-func (c *copier) worker(ctx context.Context, id int, jobs <-chan copyJob, point protocol.LSN, snapshot string) error {
+func (c *Copier) worker(ctx context.Context, id int, jobs <-chan copyJob, point protocol.LSN, snapshot string) error {
 	w := &copyWorker{c: c, point: point}
 	var err error
-	if w.src, err = connectSource(ctx, c.cfg, "copy "+strconv.Itoa(id), bufferSourceReads); err != nil {
+	if w.src, err = c.ConnectSource(ctx, "copy "+strconv.Itoa(id), bufferSourceReads); err != nil {
 		return err
 	}
 	defer w.src.Close(context.WithoutCancel(ctx))
 	if err := w.importSnapshot(ctx, snapshot); err != nil {
 		return err
 	}
-	if w.tgt, err = connectTarget(ctx, c.cfg, "copy "+strconv.Itoa(id)); err != nil {
+	if w.tgt, err = c.ConnectTarget(ctx, "copy "+strconv.Itoa(id)); err != nil {
 		return err
 	}
 	defer w.tgt.Close(context.WithoutCancel(ctx))
@@ -138,7 +46,7 @@ func (c *copier) worker(ctx context.Context, id int, jobs <-chan copyJob, point 
 	// do (DESIGN.md invariant 8), so that a peer replicating from the
 	// target with origin = none does not send them back. One origin per
 	// worker: an origin is set up in one session at a time.
-	origin := copyOriginName(c.cfg.Name, id)
+	origin := OriginName(c.Applier, id)
 	if err := state.EnsureOrigin(ctx, w.tgt, origin); err != nil {
 		return err
 	}
@@ -173,16 +81,13 @@ func (w *copyWorker) importSnapshot(ctx context.Context, snapshot string) error 
 		return fmt.Errorf("importing snapshot %s on the source: %w", snapshot, err)
 	}
 	fn := "pg_catalog.pg_current_snapshot()"
-	if w.c.version < 130000 {
+	if w.c.Version < 130000 {
 		fn = "pg_catalog.txid_current_snapshot()"
 	}
 	if err := w.src.QueryRow(ctx, "SELECT "+fn+"::text").Scan(&w.snapText); err != nil {
 		return fmt.Errorf("reading the imported snapshot on the source: %w", err)
 	}
-	if _, err := parseSnapshot(w.snapText); err != nil {
-		return err
-	}
-	return nil
+	return w.c.CheckSnapshot(w.snapText)
 }
 
 func quoteLiteral(s string) string {
@@ -191,9 +96,9 @@ func quoteLiteral(s string) string {
 
 // copy copies one table: COPY TO on the source piped into COPY FROM on the
 // target (in chunks, copyPipe; in binary format where the column types
-// allow, copy_format.go), in a target transaction that also marks the
+// allow, format.go), in a target transaction that also marks the
 // table done. A big table is copied in ranges instead (copyRange).
-func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
+func (w *copyWorker) copy(ctx context.Context, t *Table) (err error) {
 	start := time.Now()
 	tgt := w.tgt.PgConn()
 	if _, err := tgt.Exec(ctx, "BEGIN").ReadAll(); err != nil {
@@ -211,11 +116,11 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 		return err
 	}
 	if !empty {
-		return &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
+		return w.c.NotEmpty(t.String())
 	}
-	tc, ended := w.c.prog.copying(t) // copy_progress.go: the table's rows so far
+	tc, ended := w.c.Prog.copying(t) // progress.go: the table's rows so far
 	defer ended()
-	freeze, err := w.truncateForFreeze(ctx, t) // copy_freeze.go
+	freeze, err := w.truncateForFreeze(ctx, t) // freeze.go
 	if err != nil {
 		return err
 	}
@@ -229,9 +134,9 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
+	w.c.Log.Info().Str("relation", t.logName()).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
-	w.c.prog.tableDone(t, rows, pipe.rows)
+	w.c.Prog.tableDone(t, rows, pipe.rows)
 	return nil
 }
 
@@ -239,7 +144,7 @@ func (w *copyWorker) copy(ctx context.Context, t *copyTable) (err error) {
 // source into the target, in the target transaction open on the worker's
 // target connection, and returns the rows the target took. freeze adds
 // COPY's FREEZE option (truncateForFreeze).
-func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, tc *tableCount, freeze bool) (int64, *copyPipe, bool, error) {
+func (w *copyWorker) moveTable(ctx context.Context, t *Table, cond string, tc *tableCount, freeze bool) (int64, *copyPipe, bool, error) {
 	binary, err := w.binaryCopy(ctx, t)
 	if err != nil {
 		return 0, nil, false, err
@@ -253,7 +158,7 @@ func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, t
 	case freeze:
 		inSQL += " WITH (FREEZE)"
 	}
-	pipe := newCopyPipe(w.c.prog, binary)
+	pipe := newCopyPipe(w.c.Prog, binary)
 	pipe.tc = tc
 	tag, srcErr, tgtErr := moveRows(ctx, w.src.PgConn(), w.tgt.PgConn(), outSQL, inSQL, pipe)
 	switch {
@@ -261,18 +166,18 @@ func (w *copyWorker) moveTable(ctx context.Context, t *copyTable, cond string, t
 		// The target's error, if any, only says the input was cut short.
 		return 0, nil, false, fmt.Errorf("copying table %s: reading it on the source: %w", t, srcErr)
 	case tgtErr != nil:
-		return 0, nil, false, &TxnError{Op: OpInitialCopy, Relation: t.String(), Err: tgtErr}
+		return 0, nil, false, w.c.Refused(t.String(), tgtErr)
 	}
 	return tag.RowsAffected(), pipe, binary, nil
 }
 
 // markTableDone turns the table's copy_state row done (or copied), in the
 // target transaction its (last) rows commit in.
-func (w *copyWorker) markTableDone(ctx context.Context, t *copyTable, rows, bytes int64) error {
+func (w *copyWorker) markTableDone(ctx context.Context, t *Table, rows, bytes int64) error {
 	res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_state SET status = $8, rows = $4, bytes = $5,
 		copy_lsn = $6::pg_catalog.pg_lsn, snapshot = $7, finished_at = now()
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'pending'`,
-		w.c.cfg.Name, t.schema, t.name, rows, bytes, w.point.String(), w.snapText, w.c.doneStatus())
+		w.c.Applier, t.Schema, t.Name, rows, bytes, w.point.String(), w.snapText, w.c.doneStatus())
 	if err == nil && res.RowsAffected() != 1 {
 		err = errors.New("its row is not pending there (did something else change walapply.copy_state?)")
 	}

@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 const copyReadBuffer = 256 << 10
 
 // bufferSourceReads gives a copy worker's source connection
-// copyReadBuffer (a connectSource option).
+// copyReadBuffer (a Copier.ConnectSource option).
 func bufferSourceReads(pc *pgx.ConnConfig) {
 	pc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
 		return pgproto3.NewFrontend(bufio.NewReaderSize(r, copyReadBuffer), w)
@@ -61,7 +61,7 @@ type copyPipe struct {
 
 	// The writer's side.
 	cur         []byte
-	p           *copyProgress
+	p           *Progress
 	tc          *tableCount // the table's own count in p (nil: none)
 	binary      bool
 	bytes, rows int64 // counted so far
@@ -73,7 +73,7 @@ type copyPipe struct {
 	rd, rdBuf []byte
 }
 
-func newCopyPipe(p *copyProgress, binary bool) *copyPipe {
+func newCopyPipe(p *Progress, binary bool) *copyPipe {
 	return &copyPipe{
 		full:   make(chan []byte, copyPipeDepth),
 		free:   make(chan []byte, copyPipeDepth+2),
@@ -86,7 +86,7 @@ func newCopyPipe(p *copyProgress, binary bool) *copyPipe {
 // Write takes one CopyData message of the source's COPY TO. PostgreSQL
 // sends one message per row, so a binary copy counts rows as messages (the
 // trailer's message too: the committed count is the target's, see
-// copyProgress.tableDone); a text copy counts newlines, which end rows
+// Progress.tableDone); a text copy counts newlines, which end rows
 // (one inside a value is written as \n).
 func (pp *copyPipe) Write(b []byte) (int, error) {
 	n := len(b)

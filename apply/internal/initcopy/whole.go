@@ -1,22 +1,28 @@
-package apply
+package initcopy
+
+import (
+	"strings"
+
+	"github.com/walapply/walapply/apply/internal/sqlgen"
+)
 
 // sizedTable is a table to copy as wholeForFreeze sees it.
 type sizedTable struct {
-	name   relName
+	name   Rel
 	size   int64 // its relation size on the source (0: not read)
-	freeze bool  // copied whole, it may use COPY FREEZE (copier.mayFreeze)
+	freeze bool  // copied whole, it may use COPY FREEZE (Copier.mayFreeze)
 }
 
 // wholeForFreeze is the rule that copies big tables whole, with COPY
 // FREEZE, rather than in ranges; it returns those tables, none when they
 // keep their ranges. split is the size above which a table is big
-// (copier.splitSize); setSplit is Config.CopySplitSize as set.
+// (SplitSize); setSplit is Config.CopySplitSize as set.
 //
 // Ranges cost the COPY FREEZE of a table --schema created: each range
 // commits in its own transaction, none of which created or truncated the
 // table, so its rows are written unfrozen, and post-data's index builds
 // then set every row's hint bits, writing each page whole to the WAL where
-// checksums are on (PostgreSQL 18's initdb default; copy_freeze.go). What
+// checksums are on (PostgreSQL 18's initdb default; freeze.go). What
 // ranges buy is parallelism within one table, so that the workers finish
 // together. When the big tables that may freeze are at least as many as
 // the copy workers, each worker has a whole big one to itself and the
@@ -29,11 +35,11 @@ type sizedTable struct {
 // freeze) and CopySplitSize left at its default: an explicit split size,
 // or none (negative), is followed as set. Big tables that may not freeze
 // (already on the target, or a resumed copy) neither count nor change.
-func wholeForFreeze(schema bool, setSplit, split int64, workers int, tables []sizedTable) []relName {
+func wholeForFreeze(schema bool, setSplit, split int64, workers int, tables []sizedTable) []Rel {
 	if !schema || setSplit != 0 || split <= 0 {
 		return nil
 	}
-	var whole []relName
+	var whole []Rel
 	for _, t := range tables {
 		if t.freeze && t.size > split {
 			whole = append(whole, t.name)
@@ -47,21 +53,31 @@ func wholeForFreeze(schema bool, setSplit, split int64, workers int, tables []si
 
 // copyWhole applies wholeForFreeze to the tables to copy (sizes[i] is
 // tables[i]'s), logs its decision, and returns the tables it keeps whole.
-func (c *copier) copyWhole(tables []*copyTable, sizes []tableSize, split int64, workers int) map[relName]bool {
+func (c *Copier) copyWhole(tables []*Table, sizes []tableSize, split int64, workers int) map[Rel]bool {
 	in := make([]sizedTable, len(tables))
 	for i, t := range tables {
-		in[i] = sizedTable{name: t.relName, size: sizes[i].size, freeze: c.mayFreeze(t)}
+		in[i] = sizedTable{name: t.Rel, size: sizes[i].size, freeze: c.mayFreeze(t)}
 	}
-	names := wholeForFreeze(c.cfg.Schema, c.cfg.CopySplitSize, split, workers, in)
+	names := wholeForFreeze(c.Schema, c.SetSplit, split, workers, in)
 	if len(names) == 0 {
 		return nil
 	}
-	whole := make(map[relName]bool, len(names))
+	whole := make(map[Rel]bool, len(names))
 	for _, n := range names {
 		whole[n] = true
 	}
-	c.cfg.Logger.Info().Str("relations", logRelations(names)).Int("copy_workers", workers).Int64("split_size", split).
+	c.Log.Info().Str("relations", logRelations(names)).Int("copy_workers", workers).Int64("split_size", split).
 		Str("reason", "as many big tables as copy workers: ranges would add no parallelism, and COPY FREEZE spares post-data's index builds the hint bits").
 		Msg("copying big tables whole, with COPY FREEZE, not in ranges")
 	return whole
+}
+
+// logRelations names tables in a log field ("relations"):
+// sqlgen.LogRelation's form, comma-separated.
+func logRelations(ns []Rel) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = sqlgen.LogRelation(n.Schema, n.Name)
+	}
+	return strings.Join(s, ", ")
 }

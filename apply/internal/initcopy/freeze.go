@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // created it (which is why copyWhole keeps big tables whole when ranges
 // would buy no parallelism). The table was just found empty in this same
 // transaction, so the TRUNCATE removes no rows.
-func (w *copyWorker) truncateForFreeze(ctx context.Context, t *copyTable) (bool, error) {
+func (w *copyWorker) truncateForFreeze(ctx context.Context, t *Table) (bool, error) {
 	if !w.c.mayFreeze(t) {
 		return false, nil
 	}
@@ -33,12 +33,12 @@ func (w *copyWorker) truncateForFreeze(ctx context.Context, t *copyTable) (bool,
 }
 
 // mayFreeze tells whether table t, copied whole, may be copied with COPY
-// FREEZE: only a table this attempt's pre-data created (copier.created,
+// FREEZE: only a table this attempt's pre-data created (Copier.created,
 // --schema). A table the user made is never truncated, not even an empty
 // one (--schema leaves an identical empty table alone, and it is not in
 // the set). A resumed copy does not know which tables an earlier attempt's
 // pre-data created (it is not recorded) and copies without FREEZE. A
 // partitioned target table takes no FREEZE (PostgreSQL refuses it).
-func (c *copier) mayFreeze(t *copyTable) bool {
-	return c.created[t.relName] && !t.targetPartitioned
+func (c *Copier) mayFreeze(t *Table) bool {
+	return c.Created[t.Rel] && !t.targetPartitioned
 }

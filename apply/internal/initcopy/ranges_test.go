@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"math"
@@ -30,7 +30,7 @@ func TestSplitSpan(t *testing.T) {
 // TestRangeConditions: the ranges cover every value once, the first and
 // the last open, and combine with a row filter.
 func TestRangeConditions(t *testing.T) {
-	tbl := &copyTable{relName: relName{"s", "t"}, copyCols: []string{"id"}, filter: "(id > 10)"}
+	tbl := &Table{Rel: Rel{"s", "t"}, copyCols: []string{"id"}, filter: "(id > 10)"}
 	var conds []string
 	for _, r := range makeRanges(tbl, "id", []int64{100, 200}) {
 		conds = append(conds, r.String()+" "+r.cond())
@@ -61,9 +61,8 @@ func TestSplitSizeDefault(t *testing.T) {
 	}{
 		{0, false, 1 << 30}, {0, true, 256 << 20}, {-1, true, 0}, {-1, false, 0}, {64 << 20, false, 64 << 20}, {2 << 30, true, 2 << 30},
 	} {
-		cp := &copier{cfg: &Config{CopySplitSize: c.set, Schema: c.schema}}
-		if got := cp.splitSize(); got != c.want {
-			t.Errorf("CopySplitSize %d, Schema %v: splitSize() = %d, want %d", c.set, c.schema, got, c.want)
+		if got := SplitSize(c.set, 0, c.schema); got != c.want {
+			t.Errorf("CopySplitSize %d, Schema %v: SplitSize = %d, want %d", c.set, c.schema, got, c.want)
 		}
 	}
 }

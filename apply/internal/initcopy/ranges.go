@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"cmp"
@@ -68,7 +68,7 @@ const copyMaxRanges = 1024
 // ranges done, and the table stays pending.
 //
 // The attempt after a crash, however, copies in a new snapshot at a later
-// point (copy.go), and the copy filter (copy_filter.go) keeps one snapshot
+// point (apply/copy.go), and the copy filter (apply/copy_filter.go) keeps one snapshot
 // per table: it cannot tell which stream changes a range copied in the old
 // snapshot lacks and which one copied in the new snapshot holds. Keying
 // the filter by range would work for key ranges only (a change does not
@@ -79,7 +79,7 @@ const copyMaxRanges = 1024
 // tables that were done stay. Ranges make a big table's copy parallel;
 // what a crash keeps is the tables finished, not the ranges.
 type copyRange struct {
-	t      *copyTable
+	t      *Table
 	no, of int    // range_no from 0, of that many
 	by     string // the key column, or "ctid"
 	lo, hi *int64 // nil: open
@@ -116,7 +116,7 @@ const ctidColumn = "ctid"
 // copyJob is a copy worker's unit of work: a whole table (r nil) or one
 // of its ranges.
 type copyJob struct {
-	t *copyTable
+	t *Table
 	r *copyRange
 	// size is the job's share of the table's source relation size, in
 	// bytes (0 when it was not read: splitting is off); the jobs run
@@ -124,25 +124,22 @@ type copyJob struct {
 	size int64
 }
 
-// markRangedCopies sets resetFirst on the tables that have ranges recorded
+// MarkRanged sets resetFirst on the tables that have ranges recorded
 // but are to be copied again: their rows on the target come from an
 // interrupted attempt and are emptied before the copy (not a reason to
-// refuse it, checkTargetTables).
-func markRangedCopies(ctx context.Context, q relmap.Querier, applier string, tables []*copyTable) error {
+// refuse it, CheckTarget).
+func MarkRanged(ctx context.Context, q relmap.Querier, applier string, tables []*Table) error {
 	rows, err := q.Query(ctx, `SELECT DISTINCT schema_name, table_name FROM walapply.copy_ranges WHERE applier = $1`, applier)
 	if err != nil {
 		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
 	}
-	ranged, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
-		var n relName
-		return n, r.Scan(&n.schema, &n.name)
-	})
+	ranged, err := pgx.CollectRows(rows, scanRel)
 	if err != nil {
 		return fmt.Errorf("reading walapply.copy_ranges on the target: %w", err)
 	}
 	for _, t := range tables {
 		for _, n := range ranged {
-			if t.relName == n {
+			if t.Rel == n {
 				t.resetFirst = true
 			}
 		}
@@ -150,16 +147,18 @@ func markRangedCopies(ctx context.Context, q relmap.Querier, applier string, tab
 	return nil
 }
 
-// splitSize is the size above which a table is copied in ranges; 0: never.
+// SplitSize is the size above which a table is copied in ranges; 0:
+// never. set is Config.CopySplitSize; seam, when positive, replaces both
+// defaults (apply's SetSplitDefault, for tests); schema is --schema.
 // (With --schema and the default, copyWhole may still copy such tables
 // whole.)
-func (c *copier) splitSize() int64 {
-	switch s := c.cfg.CopySplitSize; {
+func SplitSize(set, seam int64, schema bool) int64 {
+	switch s := set; {
 	case s < 0:
 		return 0
-	case s == 0 && c.cfg.splitDefault > 0:
-		return c.cfg.splitDefault
-	case s == 0 && c.cfg.Schema:
+	case s == 0 && seam > 0:
+		return seam
+	case s == 0 && schema:
 		return defaultSchemaSplitSize
 	case s == 0:
 		return defaultCopySplitSize
@@ -172,13 +171,13 @@ func (c *copier) splitSize() int64 {
 // ones into ranges read in the snapshot (unless copyWhole keeps them whole
 // for COPY FREEZE), and records the ranges (emptying first a table an
 // interrupted attempt copied part of).
-func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot string, workers int) ([]copyJob, error) {
-	split := c.splitSize()
+func (c *Copier) planJobs(ctx context.Context, tables []*Table, snapshot string, workers int) ([]copyJob, error) {
+	split := c.Split
 	var w *copyWorker
 	if split > 0 {
 		w = &copyWorker{c: c}
 		var err error
-		if w.src, err = connectSource(ctx, c.cfg, "copy plan"); err != nil {
+		if w.src, err = c.ConnectSource(ctx, "copy plan"); err != nil {
 			return nil, err
 		}
 		defer w.src.Close(context.WithoutCancel(ctx))
@@ -195,12 +194,12 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			}
 		}
 	}
-	whole := c.copyWhole(tables, sizes, split, workers) // copy_whole.go
+	whole := c.copyWhole(tables, sizes, split, workers) // whole.go
 	var jobs []copyJob
 	for i, t := range tables {
 		var ranges []*copyRange
 		size := sizes[i].size
-		if w != nil && !whole[t.relName] {
+		if w != nil && !whole[t.Rel] {
 			var err error
 			if ranges, err = w.cutTable(ctx, t, sizes[i], split, workers); err != nil {
 				return nil, err
@@ -215,9 +214,9 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 			jobs = append(jobs, copyJob{t: t, size: size})
 			continue
 		}
-		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
+		c.Log.Info().Str("relation", t.logName()).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
 			Msg("copying table in ranges")
-		c.prog.addRanges(len(ranges))
+		c.Prog.addRanges(len(ranges))
 		for _, r := range ranges {
 			jobs = append(jobs, copyJob{t: t, r: r, size: size / int64(len(ranges))})
 		}
@@ -231,14 +230,14 @@ func (c *copier) planJobs(ctx context.Context, tables []*copyTable, snapshot str
 // recordRanges records a table's ranges on the target, after emptying it
 // and forgetting its earlier ranges when an interrupted attempt copied
 // part of it.
-func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyRange) error {
-	err := pgx.BeginFunc(ctx, c.control, func(tx pgx.Tx) error {
+func (c *Copier) recordRanges(ctx context.Context, t *Table, ranges []*copyRange) error {
+	err := pgx.BeginFunc(ctx, c.Control, func(tx pgx.Tx) error {
 		if t.resetFirst {
-			if _, err := tx.Exec(ctx, "TRUNCATE "+fromItem(t.String(), t.targetPartitioned)); err != nil {
+			if _, err := tx.Exec(ctx, "TRUNCATE "+FromItem(t.String(), t.targetPartitioned)); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM walapply.copy_ranges WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
-				c.cfg.Name, t.schema, t.name); err != nil {
+				c.Applier, t.Schema, t.Name); err != nil {
 				return err
 			}
 		}
@@ -248,7 +247,7 @@ func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyR
 		// Checked before, and again here, as a whole table's copy does.
 		if empty, err := targetEmpty(ctx, tx, t); err != nil || !empty {
 			if err == nil {
-				err = &PermanentError{&CopyCheckError{NotEmpty: []string{t.String()}}}
+				err = c.NotEmpty(t.String())
 			}
 			return err
 		}
@@ -259,14 +258,14 @@ func (c *copier) recordRanges(ctx context.Context, t *copyTable, ranges []*copyR
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO walapply.copy_ranges (applier, schema_name, table_name, range_no, split_by, lo, hi)
 			SELECT $1, $2, $3, n, $4, lo, hi FROM unnest($5::int[], $6::bigint[], $7::bigint[]) r(n, lo, hi)`,
-			c.cfg.Name, t.schema, t.name, ranges[0].by, nos, los, his)
+			c.Applier, t.Schema, t.Name, ranges[0].by, nos, los, his)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recording the ranges of table %s in walapply.copy_ranges on the target: %w", t, err)
 	}
 	if t.resetFirst {
-		c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).
+		c.Log.Info().Str("relation", t.logName()).
 			Msg("emptied table partly copied in ranges by an interrupted attempt: copying it again in the new snapshot")
 		t.resetFirst = false
 	}
@@ -287,7 +286,7 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 			_, _ = tgt.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
 		}
 	}()
-	tc, ended := w.c.prog.copyingRange(t)
+	tc, ended := w.c.Prog.copyingRange(t)
 	defer ended()
 	rows, pipe, binary, err := w.moveTable(ctx, t, r.cond(), tc, false)
 	if err != nil {
@@ -299,12 +298,12 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 		// The table's row first: the ranges of one table commit one
 		// after the other, and the last sees every other one done.
 		if _, err := w.tgt.Exec(ctx, `SELECT 1 FROM walapply.copy_state WHERE applier = $1 AND schema_name = $2 AND table_name = $3 FOR UPDATE`,
-			w.c.cfg.Name, t.schema, t.name); err != nil {
+			w.c.Applier, t.Schema, t.Name); err != nil {
 			return err
 		}
 		res, err := w.tgt.Exec(ctx, `UPDATE walapply.copy_ranges SET status = 'done', rows = $5, bytes = $6, finished_at = now()
 			WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND range_no = $4 AND status = 'pending'`,
-			w.c.cfg.Name, t.schema, t.name, r.no, rows, pipe.bytes)
+			w.c.Applier, t.Schema, t.Name, r.no, rows, pipe.bytes)
 		if err == nil && res.RowsAffected() != 1 {
 			err = fmt.Errorf("its row is not pending there (did something else change walapply.copy_ranges?)")
 		}
@@ -313,7 +312,7 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 		}
 		if err := w.tgt.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'done'), coalesce(sum(rows), 0), coalesce(sum(bytes), 0)
 			FROM walapply.copy_ranges WHERE applier = $1 AND schema_name = $2 AND table_name = $3`,
-			w.c.cfg.Name, t.schema, t.name).Scan(&left, &tableRows, &tableBytes); err != nil {
+			w.c.Applier, t.Schema, t.Name).Scan(&left, &tableRows, &tableBytes); err != nil {
 			return err
 		}
 		if left > 0 {
@@ -327,14 +326,14 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 	if _, err = tgt.Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return fmt.Errorf("copying range %s of table %s: committing on the target: %w", r, t, err)
 	}
-	w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Str("range", r.String()).Str("condition", r.cond()).
+	w.c.Log.Info().Str("relation", t.logName()).Str("range", r.String()).Str("condition", r.cond()).
 		Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
 		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied range")
-	w.c.prog.rangeDone(rows, pipe.rows)
+	w.c.Prog.rangeDone(rows, pipe.rows)
 	if left == 0 {
-		w.c.cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.schema, t.name)).Int64("rows", tableRows).Int64("bytes", tableBytes).
+		w.c.Log.Info().Str("relation", t.logName()).Int64("rows", tableRows).Int64("bytes", tableBytes).
 			Int("ranges", r.of).Msg("copied table")
-		w.c.prog.tableDone(t, tableRows, tableRows)
+		w.c.Prog.tableDone(t, tableRows, tableRows)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package apply
+package initcopy
 
 import (
 	"slices"
@@ -12,10 +12,10 @@ import (
 // change nothing.
 func TestWholeForFreeze(t *testing.T) {
 	const split = 100
-	a, b, c := relName{"s", "a"}, relName{"s", "b"}, relName{"s", "c"}
-	big := func(n relName) sizedTable { return sizedTable{name: n, size: split + 1, freeze: true} }
-	kept := func(n relName) sizedTable { return sizedTable{name: n, size: 5 * split} } // on the target already
-	small := func(n relName) sizedTable { return sizedTable{name: n, size: split, freeze: true} }
+	a, b, c := Rel{"s", "a"}, Rel{"s", "b"}, Rel{"s", "c"}
+	big := func(n Rel) sizedTable { return sizedTable{name: n, size: split + 1, freeze: true} }
+	kept := func(n Rel) sizedTable { return sizedTable{name: n, size: 5 * split} } // on the target already
+	small := func(n Rel) sizedTable { return sizedTable{name: n, size: split, freeze: true} }
 	for _, tc := range []struct {
 		name     string
 		schema   bool
@@ -23,16 +23,16 @@ func TestWholeForFreeze(t *testing.T) {
 		split    int64
 		workers  int
 		tables   []sizedTable
-		want     []relName
+		want     []Rel
 	}{
-		{"two big, two workers", true, 0, split, 2, []sizedTable{big(a), big(b), small(c)}, []relName{a, b}},
-		{"three big, two workers", true, 0, split, 2, []sizedTable{big(a), big(b), big(c)}, []relName{a, b, c}},
-		{"one big, one worker", true, 0, split, 1, []sizedTable{big(a), small(b)}, []relName{a}},
+		{"two big, two workers", true, 0, split, 2, []sizedTable{big(a), big(b), small(c)}, []Rel{a, b}},
+		{"three big, two workers", true, 0, split, 2, []sizedTable{big(a), big(b), big(c)}, []Rel{a, b, c}},
+		{"one big, one worker", true, 0, split, 1, []sizedTable{big(a), small(b)}, []Rel{a}},
 		{"one big, two workers", true, 0, split, 2, []sizedTable{big(a)}, nil},
 		{"two big, four workers", true, 0, split, 4, []sizedTable{big(a), big(b)}, nil},
 		{"at the split size is not big", true, 0, split, 2, []sizedTable{big(a), small(b)}, nil},
 		{"a big one that may not freeze does not count", true, 0, split, 2, []sizedTable{big(a), kept(b)}, nil},
-		{"nor is it kept whole", true, 0, split, 1, []sizedTable{big(a), kept(b)}, []relName{a}},
+		{"nor is it kept whole", true, 0, split, 1, []sizedTable{big(a), kept(b)}, []Rel{a}},
 		{"resumed: none may freeze", true, 0, split, 2, []sizedTable{kept(a), kept(b)}, nil},
 		{"without --schema", false, 0, split, 2, []sizedTable{big(a), big(b)}, nil},
 		{"explicit split size", true, split, split, 2, []sizedTable{big(a), big(b)}, nil},
@@ -45,7 +45,7 @@ func TestWholeForFreeze(t *testing.T) {
 	}
 }
 
-// TestSplitDefaultSeam: SetSplitDefault's size replaces both defaults, and
+// TestSplitDefaultSeam: the seam's size (apply's SetSplitDefault) replaces both defaults, and
 // only the defaults.
 func TestSplitDefaultSeam(t *testing.T) {
 	for _, c := range []struct {
@@ -54,9 +54,8 @@ func TestSplitDefaultSeam(t *testing.T) {
 	}{
 		{0, 64 << 10, 64 << 10, true}, {0, 64 << 10, 64 << 10, false}, {-1, 64 << 10, 0, true}, {1 << 20, 64 << 10, 1 << 20, true},
 	} {
-		cp := &copier{cfg: &Config{CopySplitSize: c.set, Schema: c.schema, splitDefault: c.seam}}
-		if got := cp.splitSize(); got != c.want {
-			t.Errorf("CopySplitSize %d, seam %d, Schema %v: splitSize() = %d, want %d", c.set, c.seam, c.schema, got, c.want)
+		if got := SplitSize(c.set, c.seam, c.schema); got != c.want {
+			t.Errorf("CopySplitSize %d, seam %d, Schema %v: SplitSize = %d, want %d", c.set, c.seam, c.schema, got, c.want)
 		}
 	}
 }
