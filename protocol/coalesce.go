@@ -70,10 +70,18 @@ const streamReadBuffer = 256 << 10
 // receive path, session 9". A 16 KiB buffer let through fewer still, but
 // stalled (coalesceRcvBuf).
 //
-// Not yet right: with a CPU-bound process per core beside the drain, a
-// pause hands walapply's core away, and small drains took 3.2 times the
-// built-in subscriber's time (the wait before it did as badly); across a
-// network, where the buffer is the kernel's, the pause is not measured.
+// Not yet right: with a CPU-bound process per core beside the drain,
+// small drains (one-row transactions) take 1.7 times the built-in
+// subscriber's time (BENCHMARKS.md, run 17; the 3.2 of run 15 was mostly
+// the harness sharing walapply's session with the busy loops). The
+// walsender is then the bound: it runs half the time and, serving
+// walapply, spends 1.7 times the CPU it spends serving builtin's slower
+// apply worker, because walapply reads about 5 KB at a time (the 32 KiB
+// buffer's window, scaled down by the bookkeeping of small segments) and
+// so keeps reopening the window. A larger buffer with TCP_WINDOW_CLAMP,
+// pausing unless 8 or 16 KiB wait, and an adaptive clamp (which stalled)
+// did not help (session 10). Across a network, where the buffer is the
+// kernel's, the pause is not measured.
 //
 // While it pauses, the goroutine sleeps in the kernel with the socket's
 // SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose
