@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,13 +196,13 @@ func checkPublications(_ context.Context, s *session, f *preflightFacts) ([]erro
 // missingPublications says which publications are missing from the source
 // database db and which it has.
 func missingPublications(missing, have []string, db string) error {
-	what := "publication " + quoteList(missing) + " does not exist"
+	what := "publication " + sqlgen.QuoteList(missing) + " does not exist"
 	if len(missing) > 1 {
-		what = "publications " + quoteList(missing) + " do not exist"
+		what = "publications " + sqlgen.QuoteList(missing) + " do not exist"
 	}
 	has := "which has no publication"
 	if len(have) > 0 {
-		has = "which has " + quoteList(have)
+		has = "which has " + sqlgen.QuoteList(have)
 	}
 	return fmt.Errorf("%s in source database %q, %s: correct --publication, or create it on the source (CREATE PUBLICATION ... FOR TABLE ...)", what, db, has)
 }

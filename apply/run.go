@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -43,7 +44,7 @@ func Run(ctx context.Context, c Config) error {
 		var nt *newTablesError
 		if errors.As(err, &nt) {
 			// Not a failure: the next session copies them (refresh.go).
-			log.Info().Str("relations", logRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			log.Info().Str("relations", sqlgen.LogRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
