@@ -162,7 +162,7 @@ func (s *session) close() {
 		_ = s.target.Close(ctx)
 	}
 	if s.control != nil {
-		s.dropLease(ctx)
+		dropLease(ctx, s.control, s.cfg.Name, s.cfg.leaseBackend, s.cfg.Logger)
 		_ = s.control.Close(ctx)
 	}
 }
@@ -230,7 +230,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := prepareTarget(ctx, s.control, cfg.Target); err != nil {
 		return err
 	}
-	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
+	if err := takeLease(ctx, s.control, cfg.Name, &cfg.leaseBackend); err != nil { // lease.go: one process per applier name and target
 		return err
 	}
 	if s.source, err = src.take(); err != nil {
@@ -246,7 +246,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
-	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
+	if err := repairParallelOrigins(ctx, s.control, cfg.Name, s.origin, cfg.Logger); err != nil { // stream_parallel_origin.go
 		return err
 	}
 	if err := s.recordTimeline(ctx); err != nil { // timeline.go
