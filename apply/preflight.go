@@ -50,7 +50,7 @@ type preflightCheck func(ctx context.Context, s *session, f *preflightFacts) (pr
 // replication connection takes plain SQL too) and s.cfg, and returns its
 // problems (the privilege check of privileges.go joins the list so).
 var preflightChecks = []preflightCheck{
-	checkSourceHistory, // timeline.go
+	checkSourceHistory,
 	checkWALLevel,
 	checkPublications,
 	checkSlot,
@@ -164,6 +164,17 @@ func (s *session) gatherFacts(ctx context.Context) (*preflightFacts, error) {
 	}
 	slices.Sort(f.pubs)
 	return f, nil
+}
+
+// checkSourceHistory: the source is the applier's cluster, on a timeline
+// whose history holds everything the target applied (historyCheck.check,
+// timeline.go); the switch to follow, if any, goes into f.timeline.
+func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
+	c := historyCheck{control: s.control, source: s.source, applier: s.cfg.Name, origin: s.origin,
+		allow: s.cfg.AllowTimelineChange, log: s.cfg.Logger}
+	problems, sw, err := c.check(ctx, f.sys)
+	f.timeline = sw
+	return problems, err
 }
 
 // checkWALLevel: logical decoding needs wal_level = logical, which only a

@@ -249,7 +249,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := repairParallelOrigins(ctx, s.control, cfg.Name, s.origin, cfg.Logger); err != nil { // stream_parallel_origin.go
 		return err
 	}
-	if err := s.recordTimeline(ctx); err != nil { // timeline.go
+	if err := recordTimeline(ctx, s.control, cfg.Name, s.facts.timeline); err != nil { // timeline.go
 		return err
 	}
 	applier := registry.Applier{Name: cfg.Name, Slot: cfg.Slot, Publications: cfg.Publications, Origin: s.origin}
