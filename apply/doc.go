@@ -240,7 +240,9 @@
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
-//     identity.go (slot and origin agree), timeline.go, failover.go,
+//     identity.go (slot and origin agree), timeline.go (the
+//     source's history checked, historyCheck, over what the preflight
+//     hands it; outside the file cycle), failover.go,
 //     compare.go, compare_catalog.go, compare_keys.go, drop.go,
 //     drop_facts.go.
 package apply
