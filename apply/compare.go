@@ -225,7 +225,7 @@ func openCompareSide(ctx context.Context, connString, role string, jobs int) (*c
 		if i == 0 {
 			err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_export_snapshot()").Scan(&snapshot)
 		} else {
-			_, err = conn.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot))
+			_, err = conn.Exec(ctx, "SET TRANSACTION SNAPSHOT "+sqlgen.QuoteLiteral(snapshot))
 		}
 		if err != nil {
 			s.close()
@@ -292,7 +292,7 @@ func forEachTable(ctx context.Context, conns []*pgx.Conn, n int, fn func(conn *p
 
 // rowText is the text form of a table's row: the record of the columns.
 func rowText(columns []string) string {
-	return "ROW(" + quoteList(columns) + ")::text"
+	return "ROW(" + sqlgen.QuoteList(columns) + ")::text"
 }
 
 // fromClause reads a table with its partitions when it is partitioned on

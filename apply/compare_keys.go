@@ -101,5 +101,5 @@ func keyText(key []string) string {
 	if len(key) == 1 {
 		return "(" + sqlgen.QuoteIdent(key[0]) + ")::text"
 	}
-	return "ROW(" + quoteList(key) + ")::text"
+	return "ROW(" + sqlgen.QuoteList(key) + ")::text"
 }

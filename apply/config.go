@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"regexp"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ type Config struct {
 	leaseBackend uint32
 	// newTables are the tables sessions stopped for as newly published
 	// (refresh.go).
-	newTables []relName
+	newTables []sqlgen.Rel
 	// spillXids are the streamed transactions that fell back from
 	// --streaming parallel to the spill path (stream_parallel.go).
 	spillXids map[uint32]bool

@@ -312,7 +312,7 @@ func (c *copier) finish(ctx context.Context) error {
 	}
 	p := c.prog.Snapshot(true)
 	cfg.Logger.Info().Int("tables", p.TablesTotal).Int64("rows", p.Rows).Int64("bytes", p.Bytes).
-		Float64("seconds", round1(p.Elapsed.Seconds())).Stringer("start_lsn", c.rec.Point).
+		Float64("seconds", initcopy.Round1(p.Elapsed.Seconds())).Stringer("start_lsn", c.rec.Point).
 		Msg("initial copy complete; streaming from the slot's consistent point")
 	c.prog.Tell(p)
 	return nil

@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,29 +88,10 @@ func (e *CopyCheckError) Error() string {
 	return "the target is not ready for the initial copy: " + strings.Join(parts, "; ")
 }
 
-// relOf is a copied table's name as apply's relName.
-func relOf(t *initcopy.Table) relName { return relName{t.Schema, t.Name} }
-
-func relNamesOf(tables []*initcopy.Table) []relName {
-	ns := make([]relName, len(tables))
+func relNamesOf(tables []*initcopy.Table) []sqlgen.Rel {
+	ns := make([]sqlgen.Rel, len(tables))
 	for i, t := range tables {
-		ns[i] = relOf(t)
+		ns[i] = t.Rel
 	}
 	return ns
-}
-
-// quoteList quotes column names for a column list (compare.go,
-// preflight.go, stream_publication.go; the copy's own is initcopy's).
-func quoteList(cols []string) string {
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = sqlgen.QuoteIdent(c)
-	}
-	return strings.Join(q, ", ")
-}
-
-// quoteLiteral quotes a string as an SQL literal (compare.go,
-// ddl_source.go).
-func quoteLiteral(s string) string {
-	return "'" + string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''"))) + "'"
 }

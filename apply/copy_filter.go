@@ -98,9 +98,6 @@ type copiedTable struct {
 	snap copySnapshot
 }
 
-// relName is a source table's schema and name.
-type relName struct{ schema, name string }
-
 // copyFilter decides which changes the tables' copies already hold. A nil
 // filter holds nothing: every change applies.
 //
@@ -129,7 +126,7 @@ type relName struct{ schema, name string }
 // transactions near the snapshot in time, so xid wraparound cannot confuse
 // it.
 type copyFilter struct {
-	tables map[relName]*copiedTable
+	tables map[sqlgen.Rel]*copiedTable
 	// until is the highest copy LSN: a transaction whose commit or
 	// prepare LSN is at or above it is never filtered.
 	until   protocol.LSN
@@ -186,7 +183,7 @@ func (f *copyFilter) holds(a *applier, relid uint32) bool {
 	if e == nil {
 		return false // the applier reports the missing Relation message
 	}
-	t := f.tables[relName{relmap.SourceSchema(e.Rel.Namespace), e.Rel.Name}]
+	t := f.tables[sqlgen.Rel{Schema: relmap.SourceSchema(e.Rel.Namespace), Name: e.Rel.Name}]
 	return t != nil && a.txn.finalLSN < t.lsn && t.snap.visible(a.txn.xid)
 }
 
@@ -200,19 +197,19 @@ func loadCopyFilter(ctx context.Context, q relmap.Querier, applier string, from 
 		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
 	}
 	defer rows.Close()
-	f := &copyFilter{tables: map[relName]*copiedTable{}}
+	f := &copyFilter{tables: map[sqlgen.Rel]*copiedTable{}}
 	for rows.Next() {
-		var n relName
+		var n sqlgen.Rel
 		var lsn, snap string
-		if err := rows.Scan(&n.schema, &n.name, &lsn, &snap); err != nil {
+		if err := rows.Scan(&n.Schema, &n.Name, &lsn, &snap); err != nil {
 			return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
 		}
 		t := &copiedTable{}
 		if t.lsn, err = protocol.ParseLSN(lsn); err != nil {
-			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
+			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.Schema, n.Name), err)
 		}
 		if t.snap, err = parseSnapshot(snap); err != nil {
-			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
+			return nil, fmt.Errorf("walapply.copy_state, table %s: %w", sqlgen.QuoteQualified(n.Schema, n.Name), err)
 		}
 		f.tables[n] = t
 		f.until = max(f.until, t.lsn)

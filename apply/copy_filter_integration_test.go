@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"strconv"
 	"testing"
 	"time"
@@ -155,7 +156,7 @@ func TestExportedSnapshotXmaxBelowXmin(t *testing.T) {
 		if fmt.Sprint(copied) != "[a]" {
 			t.Fatalf("the snapshot holds rows %v, want [a]", copied)
 		}
-		f := &copyFilter{tables: map[relName]*copiedTable{{"public", "a"}: {lsn: info.ConsistentPoint, snap: snap}}, until: info.ConsistentPoint}
+		f := &copyFilter{tables: map[sqlgen.Rel]*copiedTable{{Schema: "public", Name: "a"}: {lsn: info.ConsistentPoint, snap: snap}}, until: info.ConsistentPoint}
 		ap := filterApplier()
 		for _, tc := range []struct {
 			who  string

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"math"
 	"slices"
 	"strconv"
@@ -93,8 +94,8 @@ func TestSnapshotVisible(t *testing.T) {
 // and 3 (s.c), for the filter's tests.
 func filterApplier() *applier {
 	a := &applier{rels: relmap.NewCache(false)}
-	for i, n := range []relName{{"public", "a"}, {"public", "b"}, {"s", "c"}} {
-		a.rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.schema, Name: n.name})
+	for i, n := range []sqlgen.Rel{{Schema: "public", Name: "a"}, {Schema: "public", Name: "b"}, {Schema: "s", Name: "c"}} {
+		a.rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.Schema, Name: n.Name})
 	}
 	return a
 }
@@ -106,9 +107,9 @@ func TestCopyFilter(t *testing.T) {
 	}
 	// public.b was copied in the snapshot at 0/5000, s.c at 0/6000 in
 	// the same snapshot; public.a is not filtered.
-	f := &copyFilter{tables: map[relName]*copiedTable{
-		{"public", "b"}: {lsn: 0x5000, snap: snap},
-		{"s", "c"}:      {lsn: 0x6000, snap: snap},
+	f := &copyFilter{tables: map[sqlgen.Rel]*copiedTable{
+		{Schema: "public", Name: "b"}: {lsn: 0x5000, snap: snap},
+		{Schema: "s", Name: "c"}:      {lsn: 0x6000, snap: snap},
 	}, until: 0x6000}
 	a := filterApplier()
 	ins := func(rel uint32) protocol.Message { return &protocol.Insert{RelationID: rel} }

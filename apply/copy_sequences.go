@@ -153,7 +153,7 @@ func selectSequences(ctx context.Context, src *pgx.Conn, o SequenceOptions) ([]S
 	if len(qs) == 0 {
 		qs = append(qs, query{allSequencesSQL, nil})
 	}
-	seen := map[relName]bool{}
+	seen := map[sqlgen.Rel]bool{}
 	var out []SequenceValue
 	for _, q := range qs {
 		var args []any
@@ -165,14 +165,14 @@ func selectSequences(ctx context.Context, src *pgx.Conn, o SequenceOptions) ([]S
 			return nil, fmt.Errorf("listing the sequences on the source: %w", err)
 		}
 		for rows.Next() {
-			var n relName
-			if err := rows.Scan(&n.schema, &n.name); err != nil {
+			var n sqlgen.Rel
+			if err := rows.Scan(&n.Schema, &n.Name); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("listing the sequences on the source: %w", err)
 			}
 			if !seen[n] {
 				seen[n] = true
-				out = append(out, SequenceValue{Schema: n.schema, Name: n.name})
+				out = append(out, SequenceValue{Schema: n.Schema, Name: n.Name})
 			}
 		}
 		if err := rows.Err(); err != nil {

@@ -43,10 +43,10 @@ const OpDDL = "DDL"
 // table is recorded 'existing' in walapply.copy_state in the same
 // transaction: every row it has comes through the stream, nothing to copy.
 type ddlState struct {
-	allTables bool             // a publication is FOR ALL TABLES
-	schemas   map[string]bool  // schemas of FOR TABLES IN SCHEMA publications
-	created   map[relName]bool // tables named by applied statements (created, renamed)
-	oids      map[uint32]bool  // publishedOID's answers
+	allTables bool                // a publication is FOR ALL TABLES
+	schemas   map[string]bool     // schemas of FOR TABLES IN SCHEMA publications
+	created   map[sqlgen.Rel]bool // tables named by applied statements (created, renamed)
+	oids      map[uint32]bool     // publishedOID's answers
 	// dropped are the sql_drop messages of the statement being captured,
 	// which come before its ddl_command_end one.
 	dropped    []*ddl.Message
@@ -138,7 +138,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	}
 	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
 		de.LSN = m.LSN // (checkCount's)
-		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name), Err: &PermanentError{de}})
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].Schema, tables[0].Name), Err: &PermanentError{de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)
@@ -147,7 +147,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		logged.Info().Msg("captured DDL touches no published table: skipped")
 		return nil
 	}
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].schema, tables[0].name)}
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].Schema, tables[0].Name)}
 	stmt, err := msg.Statement()
 	if err != nil {
 		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
@@ -190,7 +190,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 // execDDL runs one statement in the open target transaction with the
 // source's search_path, then the session's own again; tables created by
 // it are recorded in walapply.copy_state.
-func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relName) error {
+func (a *applier) execDDL(ctx context.Context, path, stmt string, created []sqlgen.Rel) error {
 	if err := a.sess.Exec(ctx, "SELECT pg_catalog.set_config('search_path', "+escapedLiteral(path)+", true)"); err != nil {
 		return fmt.Errorf("setting the source's search_path %q: %w", path, err)
 	}
@@ -205,7 +205,7 @@ func (a *applier) execDDL(ctx context.Context, path, stmt string, created []relN
 		// connection (the target interface runs plain SQL only).
 		var rows []string
 		for _, n := range created {
-			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.schema)+", "+escapedLiteral(n.name)+", '"+initcopy.StatusExisting+"', true)")
+			rows = append(rows, "("+escapedLiteral(a.name)+", "+escapedLiteral(n.Schema)+", "+escapedLiteral(n.Name)+", '"+initcopy.StatusExisting+"', true)")
 		}
 		if err := a.sess.Exec(ctx, "INSERT INTO walapply.copy_state (applier, schema_name, table_name, status, published) VALUES "+
 			strings.Join(rows, ", ")+" ON CONFLICT DO NOTHING"); err != nil {
@@ -223,13 +223,13 @@ func escapedLiteral(s string) string {
 
 // ddlTables returns the published tables a statement's objects touch, and
 // of them those it creates.
-func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (tables, created []relName, err error) {
+func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.Message) (tables, created []sqlgen.Rel, err error) {
 	d := a.ddl
 	objs := msg.Objects
 	for _, m := range drops {
 		objs = append(objs, m.Objects...)
 	}
-	seen := map[relName]bool{}
+	seen := map[sqlgen.Rel]bool{}
 	for _, o := range objs {
 		if o.Temp || strings.HasPrefix(o.Schema, "pg_temp") || len(o.Table) > 0 && strings.HasPrefix(o.Table[0], "pg_temp") {
 			continue // (the capture leaves temporary objects out)
@@ -245,14 +245,14 @@ func (a *applier) ddlTables(ctx context.Context, msg *ddl.Message, drops []*ddl.
 		if !ok {
 			continue
 		}
-		n := relName{t.Schema, t.Name}
+		n := sqlgen.Rel{Schema: t.Schema, Name: t.Name}
 		if seen[n] {
 			continue
 		}
 		isNew := o.IsTable() && o.Tag == "CREATE TABLE" || o.Tag == "CREATE TABLE AS" || o.Tag == "SELECT INTO"
 		published := d.created[n] || (a.watch != nil && a.watch.known[n])
 		_, partition := o.Parent()
-		if !published && isNew && (d.allTables || d.schemas[n.schema]) {
+		if !published && isNew && (d.allTables || d.schemas[n.Schema]) {
 			published = true
 			created = append(created, n)
 		}

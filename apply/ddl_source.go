@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"strings"
 	"time"
 
@@ -122,10 +123,10 @@ func (d *ddlState) closeSource(ctx context.Context) {
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[relName]bool{}, oids: map[uint32]bool{}, cfg: s.cfg, queries: map[string]*ddlString{}}
+	d := &ddlState{schemas: map[string]bool{}, created: map[sqlgen.Rel]bool{}, oids: map[uint32]bool{}, cfg: s.cfg, queries: map[string]*ddlString{}}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
-		lits[i] = quoteLiteral(p)
+		lits[i] = sqlgen.QuoteLiteral(p)
 	}
 	in := strings.Join(lits, ", ")
 	q := "SELECT 'all', '' FROM pg_catalog.pg_publication WHERE puballtables AND pubname IN (" + in + ")"

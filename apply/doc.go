@@ -154,7 +154,8 @@
 //   - Run loop: run.go (sessions, connect, retry), connect_target.go (a
 //     session's connections opened at once), loop.go (receive,
 //     feedback, outcome tracking), keepalive.go, lease.go (one process per
-//     applier), until.go (--until), wait.go (Start, Runner), observe.go,
+//     applier: takeLease and dropLease, functions of the control
+//     connection, outside the file cycle), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
 //   - Deciding: txn.go (txnMachine, message framing), applier.go (the
 //     applier and Handle's dispatch), applier_commit.go (commit, Settle,
@@ -186,7 +187,9 @@
 //     and pipeline.Stmt, the bookkeeping shared with the fake), sqlgen
 //     (the SQL text of a change: INSERT, UPDATE, DELETE, TRUNCATE, the row
 //     locator; conflict.go, the self-recording wrappers of the conflict
-//     policies and the conflict record), relmap (relation mapping: relmap.Cache, relmap.Entry, the
+//     policies and the conflict record; names.go, sqlgen.Rel, the one
+//     relation-name type, the quoting of name lists and literals, and the
+//     log form of relations), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
 //     order, multi-row row sources and chunks), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
@@ -201,7 +204,9 @@
 //     target's check of them, what a start does about an unfinished copy,
 //     the workers, whole tables and ranges, the FREEZE rule, the pipe,
 //     the progress counts, the copy state per table and range, the
-//     workers' origins);
+//     workers' origins and initcopy.WorkerOriginName, the one rule naming
+//     them; initcopy.Round1, the rounding of log lines' seconds and
+//     rates);
 //     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
 //     registry.Register, timeline.SharedUntil,
@@ -216,7 +221,8 @@
 //     transactions go there, the stream events handed over, the origin
 //     following a worker's commit), stream_parallel_worker.go (a worker's
 //     applier), stream_parallel_origin.go (the workers' origin names, the
-//     repair at connect).
+//     repair at connect; functions of the connection, outside the file
+//     cycle).
 //   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
 //     twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later (the work is
@@ -225,8 +231,7 @@
 //     connections and errors), copy_check.go (initcopy's decision and
 //     checks with apply's errors; CopyCheckError), copy_progress.go
 //     (CopyProgress, from initcopy's counts), copy_format.go
-//     (CopyFormat*), copy_origins.go (the worker origin names for the
-//     parallel workers), copy_filter.go (the streamed changes a copy
+//     (CopyFormat*), copy_filter.go (the streamed changes a copy
 //     holds, skipped), copy_sequences.go (SyncSequences), refresh.go,
 //     refresh_state.go, refresh_sync.go; with --schema: schema.go (the
 //     sections created and the phase recorded), schema_plan.go
@@ -235,7 +240,9 @@
 //   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
 //     internal/ddl).
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
-//     identity.go (slot and origin agree), timeline.go, failover.go,
+//     identity.go (slot and origin agree), timeline.go (the
+//     source's history checked, historyCheck, over what the preflight
+//     hands it; outside the file cycle), failover.go,
 //     compare.go, compare_catalog.go, compare_keys.go, drop.go,
 //     drop_facts.go.
 package apply

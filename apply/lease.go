@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 )
 
 // leasesHeld holds the target backends through which sessions of this
@@ -159,54 +160,56 @@ func leaseHolder(ctx context.Context, conn *pgx.Conn, name string) (*RunningErro
 	return e, nil
 }
 
-// takeLease takes the applier's running-applier lock on the session's
-// control connection and records this process in walapply.running.
-func (s *session) takeLease(ctx context.Context) error {
-	cfg := s.cfg
-	ok, err := tryLease(ctx, s.control, cfg.Name)
+// takeLease takes the running-applier lock of applier name on conn (a
+// session's control connection) and records this process in
+// walapply.running. backend is the target backend that held the lock for
+// this Run's previous session (0 for none); it is set to conn's when the
+// lock is taken.
+func takeLease(ctx context.Context, conn *pgx.Conn, name string, backend *uint32) error {
+	ok, err := tryLease(ctx, conn, name)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		holder, err := leaseHolder(ctx, s.control, cfg.Name)
+		holder, err := leaseHolder(ctx, conn, name)
 		if err != nil {
 			return err
 		}
-		if why := holderGone(holder, cfg.leaseBackend); why != "" {
+		if why := holderGone(holder, *backend); why != "" {
 			return fmt.Errorf("%w (target backend %d; %s)", errLeaseNotReleased, holder.Backend, why)
 		}
 		return &PermanentError{holder}
 	}
-	cfg.leaseBackend = s.control.PgConn().PID()
-	leasesHeld.Store(cfg.leaseBackend, struct{}{})
-	_, err = s.control.Exec(ctx, `INSERT INTO walapply.running (applier, pid, host, backend_pid) VALUES ($1, $2, $3, pg_catalog.pg_backend_pid())
+	*backend = conn.PgConn().PID()
+	leasesHeld.Store(*backend, struct{}{})
+	_, err = conn.Exec(ctx, `INSERT INTO walapply.running (applier, pid, host, backend_pid) VALUES ($1, $2, $3, pg_catalog.pg_backend_pid())
 		ON CONFLICT (applier) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, backend_pid = EXCLUDED.backend_pid, started_at = now()`, oneShot,
-		cfg.Name, os.Getpid(), hostname())
+		name, os.Getpid(), hostname())
 	if err != nil {
-		return fmt.Errorf("recording applier %q in walapply.running on the target: %w", cfg.Name, err)
+		return fmt.Errorf("recording applier %q in walapply.running on the target: %w", name, err)
 	}
 	return nil
 }
 
-// dropLease deletes this session's walapply.running row and lets go of the
-// lock, when the session ends. Closing the connection would release the
-// lock too, but only once the server has handled it, after Close returns:
-// a restart right after could find it still taken.
-func (s *session) dropLease(ctx context.Context) {
-	cfg := s.cfg
-	if s.control == nil || cfg.leaseBackend != s.control.PgConn().PID() {
+// dropLease deletes the walapply.running row of the session whose control
+// connection is conn and lets go of its lock, when the session ends;
+// backend is the target backend takeLease recorded. Closing the connection
+// would release the lock too, but only once the server has handled it,
+// after Close returns: a restart right after could find it still taken.
+func dropLease(ctx context.Context, conn *pgx.Conn, name string, backend uint32, log zerolog.Logger) {
+	if conn == nil || backend != conn.PgConn().PID() {
 		return // this session did not take the lock
 	}
-	leasesHeld.Delete(cfg.leaseBackend)
-	if s.control.IsClosed() {
+	leasesHeld.Delete(backend)
+	if conn.IsClosed() {
 		return
 	}
-	_, err := s.control.Exec(ctx, `DELETE FROM walapply.running WHERE applier = $1 AND backend_pid = pg_catalog.pg_backend_pid()`, oneShot, cfg.Name)
+	_, err := conn.Exec(ctx, `DELETE FROM walapply.running WHERE applier = $1 AND backend_pid = pg_catalog.pg_backend_pid()`, oneShot, name)
 	if err == nil {
-		err = releaseLease(ctx, s.control, cfg.Name)
+		err = releaseLease(ctx, conn, name)
 	}
 	if err != nil {
-		cfg.Logger.Debug().Err(err).Msg("removing this session from walapply.running; the next start overwrites its row")
+		log.Debug().Err(err).Msg("removing this session from walapply.running; the next start overwrites its row")
 	}
 }
 

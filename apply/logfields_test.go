@@ -10,7 +10,7 @@ import (
 
 // TestLogRelationFields: every log field that names relations is
 // "relation" (or "relations" for a list) and holds them unquoted
-// (sqlgen.LogRelation, logRelations, relmap.Entry.LogName), so that a JSON log has no
+// (sqlgen.LogRelation, sqlgen.LogRelations, relmap.Entry.LogName), so that a JSON log has no
 // escaped quotes in it and one word for one concept; "table" and "tables"
 // are not used as field names.
 func TestLogRelationFields(t *testing.T) {
@@ -32,8 +32,8 @@ func TestLogRelationFields(t *testing.T) {
 			seen++
 			if strings.HasPrefix(m[1], "table") {
 				t.Errorf("%s: log field %q: name it relation(s)", f, m[0])
-			} else if !strings.Contains(m[2], "sqlgen.LogRelation(") && !strings.Contains(m[2], "logRelations(") && !strings.Contains(m[2], "LogName()") {
-				t.Errorf("%s: log field %q: give it sqlgen.LogRelation, logRelations or LogName(), unquoted", f, m[0])
+			} else if !strings.Contains(m[2], "sqlgen.LogRelation(") && !strings.Contains(m[2], "sqlgen.LogRelations(") && !strings.Contains(m[2], "LogName()") {
+				t.Errorf("%s: log field %q: give it sqlgen.LogRelation, sqlgen.LogRelations or LogName(), unquoted", f, m[0])
 			}
 		}
 	}

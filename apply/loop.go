@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"math"
 	"time"
 
@@ -240,15 +241,13 @@ func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (
 	}
 	s.cfg.Logger.Info().
 		Stringer("received_lsn", p.Received).Stringer("applied_lsn", p.Applied).Stringer("confirmed_lsn", p.Flushed).
-		Uint64("lag_bytes", lagBytes).Float64("lag_seconds", round1(lag.Seconds())).
-		Float64("txns_per_sec", round1(float64(p.TxnsApplied-lastTxns)/secs)).
-		Float64("rows_per_sec", round1(float64(p.Rows-lastRows)/secs)).
+		Uint64("lag_bytes", lagBytes).Float64("lag_seconds", initcopy.Round1(lag.Seconds())).
+		Float64("txns_per_sec", initcopy.Round1(float64(p.TxnsApplied-lastTxns)/secs)).
+		Float64("rows_per_sec", initcopy.Round1(float64(p.Rows-lastRows)/secs)).
 		Int64("txns_applied", p.TxnsApplied).Int64("rows_applied", p.Rows).
 		Msg("progress")
 	return p.TxnsApplied, p.Rows
 }
-
-func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // seconds is a duration for a log field named *_seconds (the log's rule
 // for durations: cmd/walapply/logging.go), to the millisecond.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +50,7 @@ type preflightCheck func(ctx context.Context, s *session, f *preflightFacts) (pr
 // replication connection takes plain SQL too) and s.cfg, and returns its
 // problems (the privilege check of privileges.go joins the list so).
 var preflightChecks = []preflightCheck{
-	checkSourceHistory, // timeline.go
+	checkSourceHistory,
 	checkWALLevel,
 	checkPublications,
 	checkSlot,
@@ -165,6 +166,17 @@ func (s *session) gatherFacts(ctx context.Context) (*preflightFacts, error) {
 	return f, nil
 }
 
+// checkSourceHistory: the source is the applier's cluster, on a timeline
+// whose history holds everything the target applied (historyCheck.check,
+// timeline.go); the switch to follow, if any, goes into f.timeline.
+func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
+	c := historyCheck{control: s.control, source: s.source, applier: s.cfg.Name, origin: s.origin,
+		allow: s.cfg.AllowTimelineChange, log: s.cfg.Logger}
+	problems, sw, err := c.check(ctx, f.sys)
+	f.timeline = sw
+	return problems, err
+}
+
 // checkWALLevel: logical decoding needs wal_level = logical, which only a
 // restart of the source changes.
 func checkWALLevel(_ context.Context, _ *session, f *preflightFacts) ([]error, error) {
@@ -195,13 +207,13 @@ func checkPublications(_ context.Context, s *session, f *preflightFacts) ([]erro
 // missingPublications says which publications are missing from the source
 // database db and which it has.
 func missingPublications(missing, have []string, db string) error {
-	what := "publication " + quoteList(missing) + " does not exist"
+	what := "publication " + sqlgen.QuoteList(missing) + " does not exist"
 	if len(missing) > 1 {
-		what = "publications " + quoteList(missing) + " do not exist"
+		what = "publications " + sqlgen.QuoteList(missing) + " do not exist"
 	}
 	has := "which has no publication"
 	if len(have) > 0 {
-		has = "which has " + quoteList(have)
+		has = "which has " + sqlgen.QuoteList(have)
 	}
 	return fmt.Errorf("%s in source database %q, %s: correct --publication, or create it on the source (CREATE PUBLICATION ... FOR TABLE ...)", what, db, has)
 }

@@ -48,7 +48,7 @@ func (e *PrivilegeError) Error() string {
 // they publish for it (the union over the publications) and the source
 // role's access to it.
 type publishedTable struct {
-	relName
+	sqlgen.Rel
 	insert, update, delete, truncate bool
 	schemaUsage                      bool // USAGE on its schema
 	selectable                       bool // SELECT on it
@@ -81,7 +81,7 @@ func listPublishedOps(ctx context.Context, source *pgx.Conn, pubs []string) ([]p
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (publishedTable, error) {
 		var t publishedTable
-		return t, r.Scan(&t.schema, &t.name, &t.insert, &t.update, &t.delete, &t.truncate, &t.schemaUsage, &t.selectable, &t.rowSecurity)
+		return t, r.Scan(&t.Schema, &t.Name, &t.insert, &t.update, &t.delete, &t.truncate, &t.schemaUsage, &t.selectable, &t.rowSecurity)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the published tables on the source: %w", err)
@@ -199,14 +199,14 @@ func sourcePrivilegeProblems(ctx context.Context, source *pgx.Conn, cfg *Config,
 	schemas := map[string]bool{}
 	hidden := false
 	for _, t := range tables {
-		if !t.schemaUsage && !schemas[t.schema] {
+		if !t.schemaUsage && !schemas[t.Schema] {
 			// Before the schema's first table (tables come sorted by
 			// schema): SELECT alone reads nothing.
-			schemas[t.schema] = true
-			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.schema), r)
+			schemas[t.Schema] = true
+			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.Schema), r)
 		}
 		if !t.selectable {
-			add("GRANT SELECT ON TABLE %s TO %s", sqlgen.QuoteQualified(t.schema, t.name), r)
+			add("GRANT SELECT ON TABLE %s TO %s", sqlgen.QuoteQualified(t.Schema, t.Name), r)
 		}
 		hidden = hidden || t.rowSecurity
 	}

@@ -188,7 +188,7 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 	// The published tables.
 	schemas, names := make([]string, len(tables)), make([]string, len(tables))
 	for i, t := range tables {
-		schemas[i], names[i] = t.schema, t.name
+		schemas[i], names[i] = t.Schema, t.Name
 	}
 	rows, err = target.Query(ctx, targetTablePrivilegesSQL, schemas, names)
 	if err != nil {
@@ -204,9 +204,9 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 			return nil, err
 		}
 		t := tables[ord-1]
-		if !usage && !usageAdded[t.schema] {
-			usageAdded[t.schema] = true
-			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.schema), r)
+		if !usage && !usageAdded[t.Schema] {
+			usageAdded[t.Schema] = true
+			add("GRANT USAGE ON SCHEMA %s TO %s", sqlgen.QuoteIdent(t.Schema), r)
 		}
 		var missing []string
 		for _, p := range tablePrivileges(t, cfg) {
@@ -215,7 +215,7 @@ func targetPrivilegeProblems(ctx context.Context, target *pgx.Conn, cfg *Config,
 			}
 		}
 		if len(missing) > 0 {
-			add("GRANT %s ON TABLE %s TO %s", strings.Join(missing, ", "), sqlgen.QuoteQualified(t.schema, t.name), r)
+			add("GRANT %s ON TABLE %s TO %s", strings.Join(missing, ", "), sqlgen.QuoteQualified(t.Schema, t.Name), r)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -20,26 +20,16 @@ const notCopiedWarning = "newly published table: its changes are applied from he
 // newTablesError ends a session whose stream named a published table the
 // applier has not copied: Run starts the next session at once, without
 // backoff, and that session copies it (refreshTables).
-type newTablesError struct{ tables []relName }
+type newTablesError struct{ tables []sqlgen.Rel }
 
 func (e *newTablesError) Error() string {
 	return "apply: the stream names newly published table(s) " + relNames(e.tables) + ": restarting the session to copy them"
 }
 
-// logRelations names relations in a log field ("relations"): sqlgen.LogRelation's
-// form, comma-separated.
-func logRelations(ns []relName) string {
+func relNames(ns []sqlgen.Rel) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
-		s[i] = sqlgen.LogRelation(n.schema, n.name)
-	}
-	return strings.Join(s, ", ")
-}
-
-func relNames(ns []relName) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = sqlgen.QuoteQualified(n.schema, n.name)
+		s[i] = sqlgen.QuoteQualified(n.Schema, n.Name)
 	}
 	return strings.Join(s, ", ")
 }
@@ -51,7 +41,7 @@ type tableWatch struct {
 	// copying: the applier copies tables published later (its initial
 	// copy finished); else it records and warns.
 	copying bool
-	known   map[relName]bool
+	known   map[sqlgen.Rel]bool
 	syncs   syncs // tables being copied in the background (refresh_sync.go)
 }
 
@@ -64,7 +54,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 	if err := w.relationChanged(a, rel); err != nil {
 		return err
 	}
-	n := relName{relmap.SourceSchema(rel.Namespace), rel.Name}
+	n := sqlgen.Rel{Schema: relmap.SourceSchema(rel.Namespace), Name: rel.Name}
 	if w.known[n] {
 		return nil
 	}
@@ -72,13 +62,13 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 		return w.begin(ctx, a, n) // refresh_sync.go
 	}
 	w.known[n] = true
-	a.log.Warn().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
+	a.log.Warn().Str("relation", sqlgen.LogRelation(n.Schema, n.Name)).
 		Msg(notCopiedWarning)
 	if a.catalog == nil {
 		return nil
 	}
-	if err := recordNotCopied(ctx, a.catalog, w.applier, []relName{n}); err != nil {
-		return fmt.Errorf("recording newly published table %s: %w", sqlgen.QuoteQualified(n.schema, n.name), err)
+	if err := recordNotCopied(ctx, a.catalog, w.applier, []sqlgen.Rel{n}); err != nil {
+		return fmt.Errorf("recording newly published table %s: %w", sqlgen.QuoteQualified(n.Schema, n.Name), err)
 	}
 	return nil
 }
@@ -122,7 +112,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // (newTablesError) before anything of the table is applied: what is
 // uncommitted is rolled back, as after any transient error, and Run
 // starts the next session at once, which copies the table as above.
-func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatch, error) {
+func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableWatch, error) {
 	cfg, log := s.cfg, s.cfg.Logger
 	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
@@ -138,11 +128,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		return nil, err
 	}
 	copying := rec.Exists
-	published := map[relName]bool{}
+	published := map[sqlgen.Rel]bool{}
 	var todo []*initcopy.Table // to copy, or to record
 	for _, t := range tables {
-		published[relOf(t)] = true
-		k, ok := known[relOf(t)]
+		published[t.Rel] = true
+		k, ok := known[t.Rel]
 		switch {
 		case !ok, !k.published:
 			todo = append(todo, t)
@@ -157,7 +147,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 			todo = append(todo, t)
 		}
 	}
-	var removed, gone []relName
+	var removed, gone []sqlgen.Rel
 	for n, k := range known {
 		if !published[n] && k.published {
 			removed = append(removed, n)
@@ -170,11 +160,11 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 	}
 	slices.SortFunc(removed, compareRelName)
 	for _, n := range removed {
-		log.Info().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
+		log.Info().Str("relation", sqlgen.LogRelation(n.Schema, n.Name)).
 			Msg("table no longer published: its changes are no longer applied; its rows on the target stay")
 	}
 	for _, n := range gone {
-		log.Warn().Str("relation", sqlgen.LogRelation(n.schema, n.name)).
+		log.Warn().Str("relation", sqlgen.LogRelation(n.Schema, n.Name)).
 			Msg("table published and removed again before it could be copied: its changes while it was published are applied, its earlier rows are missing on the target")
 	}
 
@@ -214,7 +204,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 			return nil, err
 		}
 	}
-	w := &tableWatch{applier: cfg.Name, copying: copying, known: map[relName]bool{}}
+	w := &tableWatch{applier: cfg.Name, copying: copying, known: map[sqlgen.Rel]bool{}}
 	for n, k := range known {
 		// A table that is not published now is known only if the stream
 		// may still bring changes it made while it was published: else
@@ -224,7 +214,7 @@ func (s *session) refreshTables(ctx context.Context, seen []relName) (*tableWatc
 		}
 	}
 	for _, t := range tables {
-		w.known[relOf(t)] = true
+		w.known[t.Rel] = true
 	}
 	for _, n := range seen {
 		w.known[n] = true // stopped for once; not published now, nothing to copy
@@ -261,11 +251,11 @@ func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*initcopy.Tabl
 // A partitioned table published through its root (publish_via_partition_root)
 // has its changes sent as the root's, but pgoutput also sends a Relation
 // message for the partition each change was made in: that is no news.
-func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*initcopy.Table, version int) ([]relName, error) {
-	var roots []relName
+func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*initcopy.Table, version int) ([]sqlgen.Rel, error) {
+	var roots []sqlgen.Rel
 	for _, t := range tables {
 		if t.Partitioned {
-			roots = append(roots, relOf(t))
+			roots = append(roots, t.Rel)
 		}
 	}
 	if len(roots) == 0 || version < 130000 { // publish_via_partition_root is 13+
@@ -283,9 +273,9 @@ func partitionsOf(ctx context.Context, src *pgx.Conn, tables []*initcopy.Table, 
 	if err != nil {
 		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
 	}
-	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (relName, error) {
-		var n relName
-		return n, r.Scan(&n.schema, &n.name)
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlgen.Rel, error) {
+		var n sqlgen.Rel
+		return n, r.Scan(&n.Schema, &n.Name)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the partitions of the published tables on the source: %w", err)
@@ -322,7 +312,7 @@ func (s *session) copyNewTables(ctx context.Context, todo []*initcopy.Table, ver
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("relations", logRelations(relNamesOf(todo))).Stringer("snapshot_lsn", point).
+	cfg.Logger.Info().Str("relations", sqlgen.LogRelations(relNamesOf(todo))).Stringer("snapshot_lsn", point).
 		Msg("copying newly published tables; their changes the snapshot holds are skipped from the stream")
 	c.prog = newCopyProgress(cfg, len(todo), 0, todo)
 	stopReports := c.prog.Report(ctx)
@@ -334,9 +324,9 @@ func (s *session) copyNewTables(ctx context.Context, todo []*initcopy.Table, ver
 	return initcopy.DropOrigins(ctx, s.control, cfg.Name)
 }
 
-func compareRelName(a, b relName) int {
-	if c := strings.Compare(a.schema, b.schema); c != 0 {
+func compareRelName(a, b sqlgen.Rel) int {
+	if c := strings.Compare(a.Schema, b.Schema); c != 0 {
 		return c
 	}
-	return strings.Compare(a.name, b.name)
+	return strings.Compare(a.Name, b.Name)
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/initcopy"
@@ -19,17 +20,17 @@ type knownTable struct {
 }
 
 // readKnownTables reads the tables walapply.copy_state has for applier.
-func readKnownTables(ctx context.Context, q relmap.Querier, applier string) (map[relName]knownTable, error) {
+func readKnownTables(ctx context.Context, q relmap.Querier, applier string) (map[sqlgen.Rel]knownTable, error) {
 	rows, err := q.Query(ctx, `SELECT schema_name, table_name, status, published FROM walapply.copy_state WHERE applier = $1`, applier)
 	if err != nil {
 		return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
 	}
 	defer rows.Close()
-	known := map[relName]knownTable{}
+	known := map[sqlgen.Rel]knownTable{}
 	for rows.Next() {
-		var n relName
+		var n sqlgen.Rel
 		var k knownTable
-		if err := rows.Scan(&n.schema, &n.name, &k.status, &k.published); err != nil {
+		if err := rows.Scan(&n.Schema, &n.Name, &k.status, &k.published); err != nil {
 			return nil, fmt.Errorf("reading walapply.copy_state on the target: %w", err)
 		}
 		known[n] = k
@@ -42,20 +43,20 @@ func readKnownTables(ctx context.Context, q relmap.Querier, applier string) (map
 
 // recordNotCopied records tables published later to an applier that
 // does not copy them.
-func recordNotCopied(ctx context.Context, q state.Querier, applier string, tables []relName) error {
+func recordNotCopied(ctx context.Context, q state.Querier, applier string, tables []sqlgen.Rel) error {
 	return upsertTables(ctx, q, applier, tables, initcopy.StatusNotCopied)
 }
 
-func splitNames(ns []relName) (schemas, names []string) {
+func splitNames(ns []sqlgen.Rel) (schemas, names []string) {
 	for _, n := range ns {
-		schemas, names = append(schemas, n.schema), append(names, n.name)
+		schemas, names = append(schemas, n.Schema), append(names, n.Name)
 	}
 	return schemas, names
 }
 
 // upsertTables records tables in state, published: new ones are inserted,
 // known ones (published again, or pending) start over in that state.
-func upsertTables(ctx context.Context, q state.Querier, applier string, ns []relName, state string) error {
+func upsertTables(ctx context.Context, q state.Querier, applier string, ns []sqlgen.Rel, state string) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -69,7 +70,7 @@ func upsertTables(ctx context.Context, q state.Querier, applier string, ns []rel
 }
 
 // insertTables records tables that are not known yet.
-func insertTables(ctx context.Context, q state.Querier, applier string, ns []relName, state string, published bool) error {
+func insertTables(ctx context.Context, q state.Querier, applier string, ns []sqlgen.Rel, state string, published bool) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -81,7 +82,7 @@ func insertTables(ctx context.Context, q state.Querier, applier string, ns []rel
 }
 
 // setPublished marks tables as (no longer) published.
-func setPublished(ctx context.Context, q state.Querier, applier string, ns []relName, published bool) error {
+func setPublished(ctx context.Context, q state.Querier, applier string, ns []sqlgen.Rel, published bool) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -109,7 +110,7 @@ func emptyTable(ctx context.Context, conn *pgx.Conn, applier string, t *initcopy
 		if _, err := tx.Exec(ctx, "DELETE FROM "+initcopy.FromItem(t.String(), partitioned)); err != nil {
 			return err
 		}
-		return upsertTables(ctx, tx, applier, []relName{relOf(t)}, initcopy.StatusPending)
+		return upsertTables(ctx, tx, applier, []sqlgen.Rel{t.Rel}, initcopy.StatusPending)
 	})
 	if err != nil {
 		return fmt.Errorf("emptying table %s on the target to copy it again: %w", t, err)

@@ -57,7 +57,7 @@ const maxSyncBuffer = 16 << 20
 // one is being copied, and more than maxSyncBuffer bytes of changes set
 // aside (memory stays bounded).
 type tableSync struct {
-	name    relName
+	name    sqlgen.Rel
 	table   *initcopy.Table
 	changes []syncChange // set aside, in stream order
 	done    chan error   // the copy's result, once
@@ -75,29 +75,29 @@ type syncChange struct {
 
 // syncs are the tables being copied in the background.
 type syncs struct {
-	tables map[relName]*tableSync
+	tables map[sqlgen.Rel]*tableSync
 	bytes  int
 	// start begins a table's background copy (session.startSync); nil
 	// when the applier cannot (no session, as in unit tests).
-	start func(ctx context.Context, n relName) (*tableSync, error)
+	start func(ctx context.Context, n sqlgen.Rel) (*tableSync, error)
 }
 
 // begin starts X's background copy, or says to end the session.
-func (w *tableWatch) begin(ctx context.Context, a *applier, n relName) error {
+func (w *tableWatch) begin(ctx context.Context, a *applier, n sqlgen.Rel) error {
 	// One background copy at a time: its temporary slot is named after
 	// the applier's.
 	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.state == stateInPrepare {
-		return &newTablesError{tables: []relName{n}}
+		return &newTablesError{tables: []sqlgen.Rel{n}}
 	}
 	ts, err := w.syncs.start(ctx, n)
 	if err != nil {
 		return err
 	}
 	if ts == nil {
-		return &newTablesError{tables: []relName{n}}
+		return &newTablesError{tables: []sqlgen.Rel{n}}
 	}
 	if w.syncs.tables == nil {
-		w.syncs.tables = map[relName]*tableSync{}
+		w.syncs.tables = map[sqlgen.Rel]*tableSync{}
 	}
 	w.syncs.tables[n] = ts
 	w.known[n] = true
@@ -113,7 +113,7 @@ func (w *tableWatch) syncing(a *applier, relid uint32) *tableSync {
 	if e == nil {
 		return nil
 	}
-	return w.syncs.tables[relName{relmap.SourceSchema(e.Rel.Namespace), e.Rel.Name}]
+	return w.syncs.tables[sqlgen.Rel{Schema: relmap.SourceSchema(e.Rel.Namespace), Name: e.Rel.Name}]
 }
 
 // touches returns the background copy a change's table is in, and
@@ -147,7 +147,7 @@ func (w *tableWatch) divert(a *applier, msg protocol.Message) (bool, error) {
 		return false, nil
 	}
 	if truncate || a.machine.state == stateInPrepare || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
-		return false, &newTablesError{tables: []relName{ts.name}}
+		return false, &newTablesError{tables: []sqlgen.Rel{ts.name}}
 	}
 	ts.changes = append(ts.changes, syncChange{raw: slices.Clone(a.stream.raw), xid: a.txn.xid, finalLSN: a.txn.finalLSN})
 	w.syncs.bytes += len(a.stream.raw)
@@ -161,12 +161,12 @@ func (w *tableWatch) relationChanged(a *applier, rel *protocol.Relation) error {
 	if w == nil || len(w.syncs.tables) == 0 {
 		return nil
 	}
-	n := relName{relmap.SourceSchema(rel.Namespace), rel.Name}
+	n := sqlgen.Rel{Schema: relmap.SourceSchema(rel.Namespace), Name: rel.Name}
 	if w.syncs.tables[n] == nil {
 		return nil
 	}
 	if e := a.rels.Rels[rel.RelationID]; e != nil && !sameRelation(e.Rel, rel) {
-		return &newTablesError{tables: []relName{n}}
+		return &newTablesError{tables: []sqlgen.Rel{n}}
 	}
 	return nil
 }
@@ -204,14 +204,14 @@ func (w *tableWatch) stop() {
 // startSync checks and records a table found in the stream and starts its
 // copy. It returns nil when the table is not published now (the session
 // then ends, and the next start sorts it out).
-func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) {
+func (s *session) startSync(ctx context.Context, n sqlgen.Rel) (*tableSync, error) {
 	cfg := s.cfg
 	src, tables, err := s.publishedNow(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	i := slices.IndexFunc(tables, func(t *initcopy.Table) bool { return relOf(t) == n })
+	i := slices.IndexFunc(tables, func(t *initcopy.Table) bool { return t.Rel == n })
 	if i < 0 {
 		return nil, nil
 	}
@@ -222,7 +222,7 @@ func (s *session) startSync(ctx context.Context, n relName) (*tableSync, error) 
 	if err := checkTargetTables(ctx, s.control, []*initcopy.Table{t}, []*initcopy.Table{t}); err != nil {
 		return nil, err
 	}
-	if err := upsertTables(ctx, s.control, cfg.Name, []relName{n}, initcopy.StatusPending); err != nil {
+	if err := upsertTables(ctx, s.control, cfg.Name, []sqlgen.Rel{n}, initcopy.StatusPending); err != nil {
 		return nil, fmt.Errorf("recording newly published table %s in walapply.copy_state on the target: %w", t, err)
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -289,7 +289,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	a, cfg := s.applier, s.cfg
 	var lsnText, snapText string
 	err := s.control.QueryRow(ctx, `SELECT copy_lsn::text, snapshot FROM walapply.copy_state
-		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`, cfg.Name, ts.name.schema, ts.name.name).Scan(&lsnText, &snapText)
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`, cfg.Name, ts.name.Schema, ts.name.Name).Scan(&lsnText, &snapText)
 	if err != nil {
 		return fmt.Errorf("reading the copy of table %s in walapply.copy_state: %w", ts.table, err)
 	}
@@ -333,14 +333,14 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	a.txn = openTxn{}
 	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin}, `UPDATE walapply.copy_state SET status = 'done'
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
-		[][]byte{[]byte(cfg.Name), []byte(ts.name.schema), []byte(ts.name.name)}, nil, nil)
+		[][]byte{[]byte(cfg.Name), []byte(ts.name.Schema), []byte(ts.name.Name)}, nil, nil)
 	a.queueOriginAdvance(applied, at)
 	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
 	if failed, err := a.sess.Flush(ctx); err != nil {
 		return a.failStmt(ctx, failed, err)
 	}
 	if a.copied == nil {
-		a.copied = &copyFilter{tables: map[relName]*copiedTable{}}
+		a.copied = &copyFilter{tables: map[sqlgen.Rel]*copiedTable{}}
 	}
 	a.copied.tables[ts.name] = ct
 	a.copied.until = max(a.copied.until, ct.lsn)
@@ -353,7 +353,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err := initcopy.DropOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
-	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.schema, ts.name.name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.Schema, ts.name.Name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

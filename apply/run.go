@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -43,7 +44,7 @@ func Run(ctx context.Context, c Config) error {
 		var nt *newTablesError
 		if errors.As(err, &nt) {
 			// Not a failure: the next session copies them (refresh.go).
-			log.Info().Str("relations", logRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			log.Info().Str("relations", sqlgen.LogRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
 			cfg.newTables = append(cfg.newTables, nt.tables...)
 			continue
 		}
@@ -161,7 +162,7 @@ func (s *session) close() {
 		_ = s.target.Close(ctx)
 	}
 	if s.control != nil {
-		s.dropLease(ctx)
+		dropLease(ctx, s.control, s.cfg.Name, s.cfg.leaseBackend, s.cfg.Logger)
 		_ = s.control.Close(ctx)
 	}
 }
@@ -229,7 +230,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := prepareTarget(ctx, s.control, cfg.Target); err != nil {
 		return err
 	}
-	if err := s.takeLease(ctx); err != nil { // lease.go: one process per applier name and target
+	if err := takeLease(ctx, s.control, cfg.Name, &cfg.leaseBackend); err != nil { // lease.go: one process per applier name and target
 		return err
 	}
 	if s.source, err = src.take(); err != nil {
@@ -245,10 +246,10 @@ func (s *session) connect(ctx context.Context) error {
 	if err := state.EnsureOrigin(ctx, s.control, s.origin); err != nil {
 		return err
 	}
-	if err := s.repairParallelOrigins(ctx); err != nil { // stream_parallel_origin.go
+	if err := repairParallelOrigins(ctx, s.control, cfg.Name, s.origin, cfg.Logger); err != nil { // stream_parallel_origin.go
 		return err
 	}
-	if err := s.recordTimeline(ctx); err != nil { // timeline.go
+	if err := recordTimeline(ctx, s.control, cfg.Name, s.facts.timeline); err != nil { // timeline.go
 		return err
 	}
 	applier := registry.Applier{Name: cfg.Name, Slot: cfg.Slot, Publications: cfg.Publications, Origin: s.origin}

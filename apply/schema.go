@@ -217,6 +217,6 @@ func (c *copier) postData(ctx context.Context, r *postDataRun) error {
 	}
 	c.rec.SchemaPhase = schemaPostData
 	cfg.Logger.Info().Int("entries", len(r.entries)).Int("built_early", len(r.entries)-len(rest)).
-		Float64("seconds", round1(time.Since(r.began).Seconds())).Msg("schema: post-data built on the target")
+		Float64("seconds", initcopy.Round1(time.Since(r.began).Seconds())).Msg("schema: post-data built on the target")
 	return nil
 }

@@ -1,6 +1,10 @@
 package apply
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/walapply/walapply/apply/internal/sqlgen"
+)
 
 // TestParallelUsable: a streamed transaction is applied as it streams
 // unless it fell back before, --skip-lsn is armed, --ddl is on, or a table
@@ -20,7 +24,7 @@ func TestParallelUsable(t *testing.T) {
 		{"--ddl", func(a *applier, _ *Config) { a.ddl = &ddlState{} }, false},
 		{"tables known, none being copied", func(a *applier, _ *Config) { a.watch = &tableWatch{} }, true},
 		{"a table being copied", func(a *applier, _ *Config) {
-			a.watch = &tableWatch{syncs: syncs{tables: map[relName]*tableSync{{"public", "t"}: nil}}}
+			a.watch = &tableWatch{syncs: syncs{tables: map[sqlgen.Rel]*tableSync{{Schema: "public", Name: "t"}: nil}}}
 		}, false},
 	} {
 		a, cfg := &applier{}, &Config{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"time"
 
@@ -53,7 +54,7 @@ func (s *session) publicationLost(ctx context.Context, err error) error {
 	have, db, lookErr := sourcePublications(lookCtx, cfg)
 	if lookErr != nil {
 		return &PermanentError{fmt.Errorf("the source stopped sending for publication %s after source LSN %s, and nothing past it was confirmed; check that it exists on the source (looking it up failed: %v): %w",
-			quoteList(named), s.serverWALEnd, lookErr, err)}
+			sqlgen.QuoteList(named), s.serverWALEnd, lookErr, err)}
 	}
 	var missing []string
 	for _, p := range cfg.Publications {
@@ -68,7 +69,7 @@ func (s *session) publicationLost(ctx context.Context, err error) error {
 	return &PermanentError{fmt.Errorf("publication %s did not exist in source database %q at source LSN %s (it was dropped, or created later in the WAL than the slot's position), so the source sends nothing for it there; "+
 		"walapply stopped rather than confirm past changes it never received. If the changes of that stretch of WAL are not needed, "+
 		"advance the slot past it on the source (SELECT pg_replication_slot_advance('%s', pg_current_wal_lsn()) skips everything up to now), "+
-		"or start a new applier with --copy: %w", quoteList(named), db, s.serverWALEnd, cfg.Slot, err)}
+		"or start a new applier with --copy: %w", sqlgen.QuoteList(named), db, s.serverWALEnd, cfg.Slot, err)}
 }
 
 // sourcePublications lists the publications of the source database, on a

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"io"
 	"slices"
 	"time"
@@ -105,7 +106,7 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 		if ts, _ := a.watch.touches(a, msg); ts != nil {
 			// Its table is being copied: the next session copies it
 			// before streaming (refresh_sync.go).
-			return a.fail(ctx, &newTablesError{tables: []relName{ts.name}})
+			return a.fail(ctx, &newTablesError{tables: []sqlgen.Rel{ts.name}})
 		}
 		if msg = a.copied.filter(a, msg); msg == nil {
 			continue // the table's initial copy holds it (copy_filter.go)

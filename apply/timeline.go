@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply/internal/timeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -37,10 +38,27 @@ func divergedError(applier, origin string, sw timelineSwitch) error {
 		ErrDiverged, applier, sw.progress, sw.from, origin, sw.to, sw.from, sw.at, sw.at, sw.progress, sw.to, applier, sw.progress)
 }
 
-// checkSourceHistory is the preflight's check of the source's identity
-// against the applier's recorded one: the same cluster (system
+// historyCheck is what checkSourceHistory needs of the session: the
+// target's control connection, the source's replication connection (which
+// reads the timeline histories), the applier's name and origin, and
+// --allow-timeline-change. It is built by the preflight (preflight.go), so
+// that this file needs nothing of the session.
+type historyCheck struct {
+	control *pgx.Conn
+	source  timeline.Histories
+	applier string
+	origin  string
+	allow   bool
+	log     zerolog.Logger
+}
+
+// check is the preflight's check of the source's identity against the
+// applier's recorded one (checkSourceHistory, preflight.go): the same cluster (system
 // identifier), and a timeline whose history contains everything the target
 // applied. A new applier (no row yet) records them when it registers.
+// It returns the problems, and the timeline switch to follow (nil when
+// the source is on the recorded timeline or the applier is new), which
+// recordTimeline records once the preflight passed.
 // With AllowTimelineChange a refused timeline is accepted, with a warning
 // that says what is overridden.
 //
@@ -67,61 +85,59 @@ func divergedError(applier, origin string, sw timelineSwitch) error {
 // nothing there, so following a timeline brings confirmed_lsn back to the
 // switch point, and the slot position check (identity.go) keeps holding
 // the slot to what the target really has.
-func checkSourceHistory(ctx context.Context, s *session, f *preflightFacts) ([]error, error) {
-	cfg := s.cfg
+func (c historyCheck) check(ctx context.Context, sys protocol.SystemInfo) ([]error, *timelineSwitch, error) {
 	var systemID string
 	var recorded int32
-	err := s.control.QueryRow(ctx, `SELECT source_system_id, source_timeline FROM walapply.appliers WHERE name = $1`, cfg.Name).Scan(&systemID, &recorded)
+	err := c.control.QueryRow(ctx, `SELECT source_system_id, source_timeline FROM walapply.appliers WHERE name = $1`, c.applier).Scan(&systemID, &recorded)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
+		return nil, nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading applier %q from walapply.appliers on the target: %w", cfg.Name, err)
+		return nil, nil, fmt.Errorf("reading applier %q from walapply.appliers on the target: %w", c.applier, err)
 	}
-	if systemID != f.sys.SystemID {
+	if systemID != sys.SystemID {
 		return []error{fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source is %s; "+
 			"use another --name (and slot) for a new source, or remove the applier from the target (walapply drop --name %s) if you really mean to switch",
-			ErrWrongSource, cfg.Name, systemID, f.sys.SystemID, cfg.Name)}, nil
+			ErrWrongSource, c.applier, systemID, sys.SystemID, c.applier)}, nil, nil
 	}
-	if recorded == f.sys.Timeline {
-		return nil, nil
+	if recorded == sys.Timeline {
+		return nil, nil, nil
 	}
-	sw := timelineSwitch{from: recorded, to: f.sys.Timeline}
-	if sw.progress, _, err = state.OriginProgress(ctx, s.control, s.origin, true); err != nil {
-		return nil, fmt.Errorf("reading the progress of replication origin %q on the target: %w", s.origin, err)
+	sw := timelineSwitch{from: recorded, to: sys.Timeline}
+	if sw.progress, _, err = state.OriginProgress(ctx, c.control, c.origin, true); err != nil {
+		return nil, nil, fmt.Errorf("reading the progress of replication origin %q on the target: %w", c.origin, err)
 	}
-	problem, err := s.compareTimelines(ctx, &sw)
+	problem, err := c.compareTimelines(ctx, &sw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	f.timeline = &sw
-	log := cfg.Logger
+	log := c.log
 	switch {
 	case problem == nil:
 		log.Info().Int32("from_timeline", sw.from).Int32("to_timeline", sw.to).Stringer("switch_lsn", sw.at).Stringer("origin_lsn", sw.progress).
 			Msg("the source is on a new timeline that contains everything the target applied; following it")
-	case cfg.AllowTimelineChange:
+	case c.allow:
 		log.Warn().Err(problem).Int32("from_timeline", sw.from).Int32("to_timeline", sw.to).
 			Msg("--allow-timeline-change: OVERRIDING the refusal of the source's new timeline; the target may keep transactions the source does not have")
 	default:
-		return []error{problem}, nil
+		return []error{problem}, &sw, nil
 	}
-	return nil, nil
+	return nil, &sw, nil
 }
 
 // compareTimelines fills sw.at from the source's timeline histories
 // (timeline.SharedUntil) and returns the problem, if any: the target's
 // progress beyond it, or a history that could not be read.
-func (s *session) compareTimelines(ctx context.Context, sw *timelineSwitch) (problem error, err error) {
-	at, err := timeline.SharedUntil(ctx, s.source, sw.from, sw.to)
+func (c historyCheck) compareTimelines(ctx context.Context, sw *timelineSwitch) (problem error, err error) {
+	at, err := timeline.SharedUntil(ctx, c.source, sw.from, sw.to)
 	if err != nil {
-		return timelineUnreadable(s.cfg.Name, sw, err)
+		return timelineUnreadable(c.applier, sw, err)
 	}
 	sw.at = at
 	if sw.progress <= sw.at {
 		return nil, nil
 	}
-	return divergedError(s.cfg.Name, s.origin, *sw), nil
+	return divergedError(c.applier, c.origin, *sw), nil
 }
 
 // timelineUnreadable is the problem of a timeline history the source did
@@ -143,16 +159,15 @@ func timelineUnreadable(applier string, sw *timelineSwitch, err error) (problem 
 // brings walapply.appliers.confirmed_lsn back to the switch point: what
 // was confirmed beyond it was confirmed to another timeline. It runs after
 // the preflight, before the applier's row is otherwise updated.
-func (s *session) recordTimeline(ctx context.Context) error {
-	sw := s.facts.timeline
+func recordTimeline(ctx context.Context, control *pgx.Conn, applier string, sw *timelineSwitch) error {
 	if sw == nil {
 		return nil
 	}
-	_, err := s.control.Exec(ctx, `UPDATE walapply.appliers SET source_timeline = $2,
+	_, err := control.Exec(ctx, `UPDATE walapply.appliers SET source_timeline = $2,
 			confirmed_lsn = CASE WHEN confirmed_lsn > $3::text::pg_lsn THEN $3::text::pg_lsn ELSE confirmed_lsn END, updated_at = now()
-		WHERE name = $1 AND source_timeline = $4`, s.cfg.Name, sw.to, sw.at.String(), sw.from)
+		WHERE name = $1 AND source_timeline = $4`, applier, sw.to, sw.at.String(), sw.from)
 	if err != nil {
-		return fmt.Errorf("recording timeline %d of the source for applier %q in walapply.appliers on the target: %w", sw.to, s.cfg.Name, err)
+		return fmt.Errorf("recording timeline %d of the source for applier %q in walapply.appliers on the target: %w", sw.to, applier, err)
 	}
 	return nil
 }

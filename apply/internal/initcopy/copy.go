@@ -99,8 +99,9 @@ var (
 // the copyPipe) when the target side failed first.
 var errCopyAborted = errors.New("apply: the target side of the copy failed")
 
-// round1 rounds to a tenth, for the seconds in log lines.
-func round1(x float64) float64 { return math.Round(x*10) / 10 }
+// Round1 rounds to a tenth, for the seconds and rates in log lines (this
+// package's and apply's).
+func Round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // CopyTables copies tables in the snapshot exported at point, with
 // c.Workers workers (default 2), largest tables first; the workers copy

@@ -223,7 +223,7 @@ func (p *Progress) Report(ctx context.Context) (stop func()) {
 func (p *Progress) logLine(s Snapshot) {
 	ev := p.log.Info().Int("tables_done", s.TablesDone).Int("tables_total", s.TablesTotal).
 		Int64("rows", s.Rows).Int64("bytes", s.Bytes).
-		Float64("rows_per_sec", round1(s.RowsPerSec)).Float64("mb_per_sec", round1(s.BytesPerSec/(1<<20)))
+		Float64("rows_per_sec", Round1(s.RowsPerSec)).Float64("mb_per_sec", Round1(s.BytesPerSec/(1<<20)))
 	if s.RangesTotal > 0 {
 		ev = ev.Int("ranges_done", s.RangesDone).Int("ranges_total", s.RangesTotal)
 	}

@@ -13,8 +13,8 @@ import (
 // table copied in ranges stays there between its ranges until it is
 // done, and every snapshot is told once.
 func TestProgressCounts(t *testing.T) {
-	a := &Table{Rel: Rel{"s", "a"}, estRows: 100}
-	b := &Table{Rel: Rel{"s", "b"}, estRows: 300}
+	a := &Table{Rel: Rel{Schema: "s", Name: "a"}, estRows: 100}
+	b := &Table{Rel: Rel{Schema: "s", Name: "b"}, estRows: 300}
 	var told []Snapshot
 	p := NewProgress(3, 1, []*Table{a, b}, func(s Snapshot) { told = append(told, s) }, zerolog.Nop(), 0)
 	copying := func(s Snapshot) []TableCount { return s.Copying }
@@ -65,7 +65,7 @@ func TestProgressCounts(t *testing.T) {
 // TestProgressNobodyListens: without a listener nothing is told, and the
 // counts still add up.
 func TestProgressNobodyListens(t *testing.T) {
-	a := &Table{Rel: Rel{"s", "a"}}
+	a := &Table{Rel: Rel{Schema: "s", Name: "a"}}
 	p := NewProgress(1, 0, []*Table{a}, nil, zerolog.Nop(), 0)
 	c, ended := p.copying(a)
 	p.add(c, 10, 1)
@@ -90,9 +90,9 @@ func TestDoneStatus(t *testing.T) {
 // TestMayFreeze: only a table this attempt's pre-data created, and not a
 // partitioned one, is truncated for COPY FREEZE.
 func TestMayFreeze(t *testing.T) {
-	made := &Table{Rel: Rel{"s", "made"}}
-	mine := &Table{Rel: Rel{"s", "mine"}}
-	parts := &Table{Rel: Rel{"s", "parts"}, targetPartitioned: true}
+	made := &Table{Rel: Rel{Schema: "s", Name: "made"}}
+	mine := &Table{Rel: Rel{Schema: "s", Name: "mine"}}
+	parts := &Table{Rel: Rel{Schema: "s", Name: "parts"}, targetPartitioned: true}
 	c := &Copier{Created: map[Rel]bool{made.Rel: true, parts.Rel: true}}
 	for _, tc := range []struct {
 		t    *Table

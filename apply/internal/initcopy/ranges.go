@@ -328,7 +328,7 @@ func (w *copyWorker) copyRange(ctx context.Context, r *copyRange) (err error) {
 	}
 	w.c.Log.Info().Str("relation", t.logName()).Str("range", r.String()).Str("condition", r.cond()).
 		Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
-		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied range")
+		Float64("seconds", Round1(time.Since(start).Seconds())).Msg("copied range")
 	w.c.Prog.rangeDone(rows, pipe.rows)
 	if left == 0 {
 		w.c.Log.Info().Str("relation", t.logName()).Int64("rows", tableRows).Int64("bytes", tableBytes).

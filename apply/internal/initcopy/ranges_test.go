@@ -30,7 +30,7 @@ func TestSplitSpan(t *testing.T) {
 // TestRangeConditions: the ranges cover every value once, the first and
 // the last open, and combine with a row filter.
 func TestRangeConditions(t *testing.T) {
-	tbl := &Table{Rel: Rel{"s", "t"}, copyCols: []string{"id"}, filter: "(id > 10)"}
+	tbl := &Table{Rel: Rel{Schema: "s", Name: "t"}, copyCols: []string{"id"}, filter: "(id > 10)"}
 	var conds []string
 	for _, r := range makeRanges(tbl, "id", []int64{100, 200}) {
 		conds = append(conds, r.String()+" "+r.cond())

@@ -10,8 +10,9 @@ import (
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
-// Rel names a table by its schema and name, as the source publishes it.
-type Rel struct{ Schema, Name string }
+// Rel names a table by its schema and name, as the source publishes it
+// (sqlgen.Rel, the one name type of apply and its packages).
+type Rel = sqlgen.Rel
 
 // Table is one published table to copy.
 type Table struct {
@@ -48,18 +49,10 @@ func FromItem(name string, partitioned bool) string {
 	return "ONLY " + name
 }
 
-func quoteList(cols []string) string {
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = sqlgen.QuoteIdent(c)
-	}
-	return strings.Join(q, ", ")
-}
-
 // copyOutSQL reads the table's published rows and columns on the source,
 // those meeting cond when it is not "" (a range, ranges.go).
 func (t *Table) copyOutSQL(cond string) string {
-	sql := "COPY (SELECT " + quoteList(t.copyCols) + " FROM " + FromItem(t.String(), t.Partitioned)
+	sql := "COPY (SELECT " + sqlgen.QuoteList(t.copyCols) + " FROM " + FromItem(t.String(), t.Partitioned)
 	switch {
 	case t.filter != "" && cond != "":
 		sql += " WHERE " + t.filter + " AND " + cond
@@ -73,7 +66,7 @@ func (t *Table) copyOutSQL(cond string) string {
 
 // copyInSQL writes them on the target.
 func (t *Table) copyInSQL() string {
-	return "COPY " + t.String() + " (" + quoteList(t.copyCols) + ") FROM STDIN"
+	return "COPY " + t.String() + " (" + sqlgen.QuoteList(t.copyCols) + ") FROM STDIN"
 }
 
 // publishedTablesSQL lists the publications' tables with their published

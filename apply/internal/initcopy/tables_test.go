@@ -9,7 +9,7 @@ import (
 // TestCopyTableSQL: the COPY statements of a table, quoted, with its row
 // filter, ONLY for a plain table.
 func TestCopyTableSQL(t *testing.T) {
-	tbl := &Table{Rel: Rel{`my "schema"`, "t"}, copyCols: []string{"id", `we"ird`}, filter: "(id > 10)"}
+	tbl := &Table{Rel: Rel{Schema: `my "schema"`, Name: "t"}, copyCols: []string{"id", `we"ird`}, filter: "(id > 10)"}
 	if got, want := tbl.copyOutSQL(""), `COPY (SELECT "id", "we""ird" FROM ONLY "my ""schema"""."t" WHERE (id > 10)) TO STDOUT`; got != want {
 		t.Errorf("copyOutSQL = %s\nwant %s", got, want)
 	}

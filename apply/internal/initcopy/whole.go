@@ -1,8 +1,6 @@
 package initcopy
 
 import (
-	"strings"
-
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 )
 
@@ -66,18 +64,8 @@ func (c *Copier) copyWhole(tables []*Table, sizes []tableSize, split int64, work
 	for _, n := range names {
 		whole[n] = true
 	}
-	c.Log.Info().Str("relations", logRelations(names)).Int("copy_workers", workers).Int64("split_size", split).
+	c.Log.Info().Str("relations", sqlgen.LogRelations(names)).Int("copy_workers", workers).Int64("split_size", split).
 		Str("reason", "as many big tables as copy workers: ranges would add no parallelism, and COPY FREEZE spares post-data's index builds the hint bits").
 		Msg("copying big tables whole, with COPY FREEZE, not in ranges")
 	return whole
-}
-
-// logRelations names tables in a log field ("relations"):
-// sqlgen.LogRelation's form, comma-separated.
-func logRelations(ns []Rel) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = sqlgen.LogRelation(n.Schema, n.Name)
-	}
-	return strings.Join(s, ", ")
 }

@@ -12,7 +12,7 @@ import (
 // change nothing.
 func TestWholeForFreeze(t *testing.T) {
 	const split = 100
-	a, b, c := Rel{"s", "a"}, Rel{"s", "b"}, Rel{"s", "c"}
+	a, b, c := Rel{Schema: "s", Name: "a"}, Rel{Schema: "s", Name: "b"}, Rel{Schema: "s", Name: "c"}
 	big := func(n Rel) sizedTable { return sizedTable{name: n, size: split + 1, freeze: true} }
 	kept := func(n Rel) sizedTable { return sizedTable{name: n, size: 5 * split} } // on the target already
 	small := func(n Rel) sizedTable { return sizedTable{name: n, size: split, freeze: true} }

@@ -1,10 +1,10 @@
 package initcopy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"strconv"
 	"time"
 
@@ -76,7 +76,7 @@ func (w *copyWorker) importSnapshot(ctx context.Context, snapshot string) error 
 			return fmt.Errorf("setting up the source session of the copy (%s): %w", q, err)
 		}
 	}
-	q := "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT " + quoteLiteral(snapshot)
+	q := "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT " + sqlgen.QuoteLiteral(snapshot)
 	if _, err := w.src.PgConn().Exec(ctx, q).ReadAll(); err != nil {
 		return fmt.Errorf("importing snapshot %s on the source: %w", snapshot, err)
 	}
@@ -88,10 +88,6 @@ func (w *copyWorker) importSnapshot(ctx context.Context, snapshot string) error 
 		return fmt.Errorf("reading the imported snapshot on the source: %w", err)
 	}
 	return w.c.CheckSnapshot(w.snapText)
-}
-
-func quoteLiteral(s string) string {
-	return "'" + string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''"))) + "'"
 }
 
 // copy copies one table: COPY TO on the source piped into COPY FROM on the
@@ -135,7 +131,7 @@ func (w *copyWorker) copy(ctx context.Context, t *Table) (err error) {
 		return fmt.Errorf("copying table %s: committing on the target: %w", t, err)
 	}
 	w.c.Log.Info().Str("relation", t.logName()).Int64("rows", rows).Int64("bytes", pipe.bytes).Str("format", copyFormatName(binary)).
-		Float64("seconds", round1(time.Since(start).Seconds())).Msg("copied table")
+		Float64("seconds", Round1(time.Since(start).Seconds())).Msg("copied table")
 	w.c.Prog.tableDone(t, rows, pipe.rows)
 	return nil
 }

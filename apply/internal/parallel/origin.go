@@ -12,7 +12,7 @@ import (
 
 // OriginPrefix starts every worker's origin name; apply names a worker's
 // origin "walapply_par<id>_<applier>" as it names its copy workers'
-// (workerOriginName).
+// (initcopy.WorkerOriginName).
 const OriginPrefix = "walapply_par"
 
 // Querier runs a query (a *pgx.Conn).
