@@ -99,15 +99,16 @@
 // progress; permanent ones stop the run with an error naming the relation,
 // the operation, the source transaction and what to do.
 //
-// Structure. txnMachine is the pure part: fed one decoded message at a time,
-// it checks the framing (transactions, stream blocks, prepared transactions)
-// and says what the message means (an event). applier acts on events against
-// a target (applier_target.go: the small interface it needs of the applying
-// connection, and relmap.Catalog for table lookups) and returns what each step
-// did to transactions (an outcome); Run is the loop around both that owns
-// the connections. The engine's decisions are tested without a server:
-// TestTranscripts feeds messages to the applier over a recording fake
-// target (testdata/engine/*.txt), TestAllocs measures its hot path.
+// Structure. engine.Machine (internal/engine) is the pure part: fed one
+// decoded message at a time, it checks the framing (transactions, stream
+// blocks, prepared transactions) and says what the message means (an
+// engine.Event). applier acts on events against a target
+// (applier_target.go: the small interface it needs of the applying
+// connection, and relmap.Catalog for table lookups) and returns what each
+// step did to transactions (an engine.Outcome); Run is the loop around both
+// that owns the connections. The engine's decisions are tested without a
+// server: TestTranscripts feeds messages to the applier over a recording
+// fake target (testdata/engine/*.txt), TestAllocs measures its hot path.
 //
 // # Glossary
 //
@@ -136,14 +137,14 @@
 //     earlier when it holds too many rows or a message needs the table.
 //   - idle: the stream is quiet (no message at hand); applier.Idle takes
 //     one step towards nothing pending. Between transactions is "no
-//     transaction" (txnMachine), and FlushTracker.Idle means no transaction
+//     transaction" (engine.Machine), and FlushTracker.Idle means no transaction
 //     open and everything applied durable.
 //   - applied: committed (or prepared) on the target and settled: the
 //     origin's progress once durable (applier.Applied). durable: confirmed
 //     by pg_replication_origin_progress(origin, true); only that is
 //     confirmed to the source (state.FlushTracker).
 //   - already applied: at or before the origin's progress, by the one rule
-//     alreadyApplied; such a transaction is skipped.
+//     engine.AlreadyApplied; such a transaction is skipped.
 //   - session: a run's connections from connect to the first error
 //     (session, run.go); the target session is the applying connection
 //     (pipeline.Session), whose replication origin is set up on it
@@ -157,7 +158,7 @@
 //     applier: takeLease and dropLease, functions of the control
 //     connection, outside the file cycle), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: txn.go (txnMachine, message framing), applier.go (the
+//   - Deciding: applier.go (the
 //     applier and Handle's dispatch), applier_commit.go (commit, Settle,
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"time"
 
 	"github.com/walapply/walapply/protocol"
@@ -45,15 +46,6 @@ type txnGroup struct {
 	opened   time.Time
 }
 
-// needsOwnTransaction: events whose target work cannot share a group.
-func (e event) needsOwnTransaction() bool {
-	switch e {
-	case evBeginPrepare, evCommitPrepared, evRollbackPrepared, evStreamCommit, evStreamPrepare:
-		return true
-	}
-	return false
-}
-
 // Pending reports whether work waits to be committed or confirmed: a
 // group (open, or continued by the source transaction in progress), or a
 // batch in flight. The run loop then waits for the next message only
@@ -81,8 +73,8 @@ func (a *applier) clock() time.Time {
 // CommitAndSettle commits the open group, if any, and waits for the
 // target to confirm it (and anything else in flight): the run loop calls it
 // before it stops.
-func (a *applier) CommitAndSettle(ctx context.Context) (outcome, error) {
-	a.outcome = outcome{}
+func (a *applier) CommitAndSettle(ctx context.Context) (engine.Outcome, error) {
+	a.outcome = engine.Outcome{}
 	if err := a.idle(ctx); err != nil {
 		return a.outcome, err
 	}
@@ -99,8 +91,8 @@ func (a *applier) CommitAndSettle(ctx context.Context) (outcome, error) {
 // loop receives the next messages. If the stream stays quiet, the next
 // Idle confirms the group, a millisecond later. Inside a source
 // transaction it does nothing.
-func (a *applier) Idle(ctx context.Context) (outcome, error) {
-	a.outcome = outcome{}
+func (a *applier) Idle(ctx context.Context) (engine.Outcome, error) {
+	a.outcome = engine.Outcome{}
 	err := a.idle(ctx)
 	return a.outcome, err
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"math"
 	"time"
@@ -139,7 +140,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 // track keeps the FlushTracker balanced with what the applier did. One
 // message can end several things at once (a group flushed ahead of a
 // transaction that is then skipped), so every flag counts.
-func (s *session) track(o outcome) {
+func (s *session) track(o engine.Outcome) {
 	if o.Began {
 		s.tracker.BeginTxn()
 	}
@@ -171,7 +172,7 @@ func (s *session) idle(ctx context.Context) error {
 
 // tracked runs one of the applier's steps and passes its outcome to the
 // FlushTracker.
-func (s *session) tracked(ctx context.Context, step func(context.Context) (outcome, error)) error {
+func (s *session) tracked(ctx context.Context, step func(context.Context) (engine.Outcome, error)) error {
 	o, err := step(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"strings"
 
 	"github.com/walapply/walapply/protocol"
@@ -83,11 +84,11 @@ type originTracker struct {
 }
 
 // observe updates the tracker with one handled message.
-func (t *originTracker) observe(ev event, msg protocol.Message) {
+func (t *originTracker) observe(ev engine.Event, msg protocol.Message) {
 	switch ev {
-	case evBegin, evBeginPrepare:
+	case engine.EvBegin, engine.EvBeginPrepare:
 		t.cur = ""
-	case evOrigin:
+	case engine.EvOrigin:
 		name := msg.(*protocol.Origin).Name
 		if !t.inBlock {
 			t.cur = name
@@ -98,21 +99,21 @@ func (t *originTracker) observe(ev event, msg protocol.Message) {
 			t.streamed = make(map[uint32]string)
 		}
 		t.streamed[t.blockXid] = name
-	case evCommit, evPrepare:
+	case engine.EvCommit, engine.EvPrepare:
 		t.last = t.cur
-	case evStreamStart:
+	case engine.EvStreamStart:
 		t.inBlock, t.blockXid = true, msg.(*protocol.StreamStart).Xid
-	case evStreamStop:
+	case engine.EvStreamStop:
 		t.inBlock = false
-	case evStreamCommit:
+	case engine.EvStreamCommit:
 		xid := msg.(*protocol.StreamCommit).Xid
 		t.last = t.streamed[xid]
 		delete(t.streamed, xid)
-	case evStreamPrepare:
+	case engine.EvStreamPrepare:
 		xid := msg.(*protocol.StreamPrepare).Xid
 		t.last = t.streamed[xid]
 		delete(t.streamed, xid)
-	case evStreamAbort:
+	case engine.EvStreamAbort:
 		if m := msg.(*protocol.StreamAbort); m.Toplevel() {
 			delete(t.streamed, m.Xid)
 		}

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"strings"
 	"testing"
 
@@ -142,7 +143,7 @@ func TestOriginTracker(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
-		m := newTxnMachine()
+		m := engine.NewMachine()
 		var tr originTracker
 		for i, s := range tc.steps {
 			ev, err := m.Step(s.msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/engine"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/pipeline"
@@ -34,7 +35,7 @@ func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 		return false, err
 	}
 	a.tp.gid = gid
-	if !alreadyApplied(prepareLSN, a.applied) {
+	if !engine.AlreadyApplied(prepareLSN, a.applied) {
 		return false, nil
 	}
 	prepared, err := a.sess.IsPrepared(ctx, gid)
@@ -68,7 +69,7 @@ func (a *applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 // prepare ends the open transaction with PREPARE TRANSACTION.
 func (a *applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 	if !a.tp.open {
-		// A Prepare without Begin Prepare (see txnMachine): nothing to
+		// A Prepare without Begin Prepare (see engine.Machine): nothing to
 		// prepare on the target. Its outcome then finds no prepared
 		// transaction, as after PostgreSQL 15, which sends nothing at
 		// PREPARE for such a transaction.
@@ -246,7 +247,7 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 func (a *applier) notPrepared(f *finish, gid string) {
 	ours := a.tp.prepared[gid]
 	delete(a.tp.prepared, gid)
-	if alreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
+	if engine.AlreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
 		// Finished before a restart: the origin is past it.
 		a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what() + " already applied; skipped")
 		a.tpSkipped()

@@ -86,7 +86,7 @@ type syncs struct {
 func (w *tableWatch) begin(ctx context.Context, a *applier, n sqlgen.Rel) error {
 	// One background copy at a time: its temporary slot is named after
 	// the applier's.
-	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.state == stateInPrepare {
+	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.InPrepare() {
 		return &newTablesError{tables: []sqlgen.Rel{n}}
 	}
 	ts, err := w.syncs.start(ctx, n)
@@ -146,7 +146,7 @@ func (w *tableWatch) divert(a *applier, msg protocol.Message) (bool, error) {
 	if ts == nil {
 		return false, nil
 	}
-	if truncate || a.machine.state == stateInPrepare || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
+	if truncate || a.machine.InPrepare() || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
 		return false, &newTablesError{tables: []sqlgen.Rel{ts.name}}
 	}
 	ts.changes = append(ts.changes, syncChange{raw: slices.Clone(a.stream.raw), xid: a.txn.xid, finalLSN: a.txn.finalLSN})

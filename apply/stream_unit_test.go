@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"io"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func spillApplier(t *testing.T, fsys state.FS) (*applier, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &applier{log: zerolog.Nop(), machine: newTxnMachine(), rels: relmap.NewCache(false), stream: st}
+	a := &applier{log: zerolog.Nop(), machine: engine.NewMachine(), rels: relmap.NewCache(false), stream: st}
 	return a, dir
 }
 

@@ -1,0 +1,38 @@
+package engine
+
+import "github.com/walapply/walapply/protocol"
+
+// Outcome tells the run loop what a step of the applier (Handle, Idle,
+// CommitAndSettle) did to transactions, so that it can keep the
+// FlushTracker balanced: every Began is followed by
+// exactly one Applied, Skipped or Ended. A message that both starts and
+// ends a transaction on the target (Stream Commit, Commit Prepared,
+// Rollback Prepared) sets Began as well as its end.
+type Outcome struct {
+	Began   bool         // a source transaction started
+	Applied bool         // ... and was committed or prepared on the target, ending at End
+	Skipped bool         // ... and was skipped as already applied (DESIGN.md invariant 1)
+	Ended   bool         // ... and ended with nothing to commit on the target
+	End     protocol.LSN // with Applied: the source end LSN recorded in the origin
+	// Count is how many source transactions the Applied commit covered
+	// (group commit); 0 means 1.
+	Count int
+}
+
+// AlreadyApplied is the one rule (DESIGN.md invariant 1) by which every path
+// (Begin, Stream Commit, Begin Prepare / Stream Prepare, Commit and Rollback
+// Prepared) recognises a source transaction applied before a restart. at is
+// a position inside the record that ends the transaction on the source: its
+// start (Begin's final LSN, Stream Commit's commit LSN, the prepare LSN), or,
+// for a message that only carries the record's end, that end minus one.
+// origin is the origin's progress, the end LSN of the last transaction
+// applied. Source records do not overlap, so the transaction was applied
+// exactly when its end record starts before that end: at < origin.
+//
+// A two-phase transaction before the origin may still have to be applied
+// (prepared before two-phase decoding began on the slot): the prepare path
+// asks the target whether its GID is prepared (apply's startPrepared). A
+// different rule, per table, decides which changes a table's initial copy
+// already holds (apply/copy_filter.go): it compares with the copy's snapshot point and
+// xids, not with the origin, and drops changes, not whole transactions.
+func AlreadyApplied(at, origin protocol.LSN) bool { return at < origin }
