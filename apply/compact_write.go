@@ -3,14 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/apply/internal/copydata"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -116,22 +114,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 	}
 	return each(rows, len(cols), func(rs []*compact.Row) error {
 		sd, err := a.multiStatement(ctx, e, pipeline.OpInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
-			var b strings.Builder
-			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
-			var oids []uint32
-			var types []string
-			for n, i := range cols {
-				if n > 0 {
-					b.WriteString(", ")
-				}
-				tc := e.Target.Columns[e.Tcol[i]]
-				b.WriteString(sqlgen.QuoteIdent(tc.Name))
-				oids = append(oids, tc.TypeOID)
-				types = append(types, tc.CastType)
-			}
-			b.WriteString(") " + sqlgen.OverridingSystemValue)
-			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
-			return b.String(), compact.RowParamOIDs(arrays, len(rs), oids, arrs)
+			return compact.InsertSQL(e, cols, arrays, len(rs), arrs)
 		})
 		if err != nil {
 			return err

@@ -178,7 +178,8 @@
 //     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
 //     rejected value is in).
 //   - Compaction: compact_write.go (write-out, the inserts),
-//     compact_keyed.go (the multi-row UPDATE and DELETE by key),
+//     compact_keyed.go (the multi-row UPDATE and DELETE by key; their
+//     SQL is internal/compact's),
 //     compact_apply.go (which tables compact; rows packed into array
 //     parameters).
 //   - Packages under internal/ (no cycles between them and apply): pipeline
@@ -192,7 +193,8 @@
 //     relation-name type, the quoting of name lists and literals, and the
 //     log form of relations), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks), schema (--schema's pg_dump:
+//     order, multi-row row sources and chunks, the multi-row statements'
+//     SQL), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
 //     creates and its conflicts), valuecheck (whether the target refuses
 //     one value, asked of the target; a value's shape, never the value),
