@@ -2,9 +2,9 @@ package apply
 
 import (
 	"context"
-	"github.com/walapply/walapply/apply/internal/engine"
 
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"

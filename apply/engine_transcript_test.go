@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"

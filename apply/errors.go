@@ -2,13 +2,13 @@ package apply
 
 import (
 	"errors"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"io"
 	"net"
 	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )

@@ -2,9 +2,9 @@ package apply
 
 import (
 	"context"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 )
 

@@ -3,11 +3,11 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"math"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )

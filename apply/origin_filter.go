@@ -2,9 +2,9 @@ package apply
 
 import (
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 )
 

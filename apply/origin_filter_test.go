@@ -2,10 +2,10 @@ package apply
 
 import (
 	"errors"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"strings"
 	"testing"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 )
 

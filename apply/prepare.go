@@ -3,9 +3,9 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/engine"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"

@@ -3,8 +3,8 @@ package apply
 import (
 	"context"
 	"errors"
-	"github.com/walapply/walapply/apply/internal/engine"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 )

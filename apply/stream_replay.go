@@ -3,12 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"io"
 	"slices"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )

@@ -1,8 +1,9 @@
 package apply
 
 import (
-	"github.com/walapply/walapply/apply/internal/engine"
 	"testing"
+
+	"github.com/walapply/walapply/apply/internal/engine"
 )
 
 // TestTwoPhaseOutcomeFolding: a two-phase step that ends a transaction in
