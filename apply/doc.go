@@ -162,7 +162,8 @@
 //     applier and Handle's dispatch), applier_commit.go (commit, Settle,
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
-//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
+//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go
+//     (--origin checked; engine.OriginTracker reports it),
 //     conflict.go (kinds, policies), applier_conflict.go (a conflict
 //     logged and counted),
 //     conflict_sql.go (a change's statement wrapped by its policy; the

@@ -131,7 +131,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// For logical replication the XLogData start is the position of the
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
-	s.origins.observe(e, msg)
+	s.origins.Observe(e, msg)
 	s.track(o)
 	s.tracker.Received(ev.WALStart)
 	return nil
@@ -218,7 +218,7 @@ func (s *session) progress(flushed protocol.LSN) Progress {
 		TxnsApplied:   st.TxnsApplied.Load(),
 		Commits:       st.Commits.Load(),
 		Rows:          st.Inserts.Load() + st.Updates.Load() + st.Deletes.Load(),
-		LastOrigin:    s.origins.last,
+		LastOrigin:    s.origins.Last(),
 	}
 	if at != 0 {
 		p.LastCommitAt = at.Time()

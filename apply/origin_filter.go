@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -69,53 +68,4 @@ func checkOriginSupport(origin string, serverVersion int) error {
 // versionString renders a server_version_num (150014 → "15.14").
 func versionString(v int) string {
 	return fmt.Sprintf("%d.%d", v/10000, v%10000)
-}
-
-// originTracker follows the Origin messages of the stream to tell, for
-// Progress, which origin the last transaction received in full came from.
-// It sees every decoded message with its event, after the applier has
-// accepted it, so the framing is already checked.
-type originTracker struct {
-	cur      string            // origin of the open ordinary or to-be-prepared transaction
-	inBlock  bool              // a stream block is open ...
-	blockXid uint32            // ... for this top-level transaction
-	streamed map[uint32]string // origins of streamed transactions not yet ended
-	last     string
-}
-
-// observe updates the tracker with one handled message.
-func (t *originTracker) observe(ev engine.Event, msg protocol.Message) {
-	switch ev {
-	case engine.EvBegin, engine.EvBeginPrepare:
-		t.cur = ""
-	case engine.EvOrigin:
-		name := msg.(*protocol.Origin).Name
-		if !t.inBlock {
-			t.cur = name
-			return
-		}
-		// pgoutput sends it once, in the transaction's first block.
-		if t.streamed == nil {
-			t.streamed = make(map[uint32]string)
-		}
-		t.streamed[t.blockXid] = name
-	case engine.EvCommit, engine.EvPrepare:
-		t.last = t.cur
-	case engine.EvStreamStart:
-		t.inBlock, t.blockXid = true, msg.(*protocol.StreamStart).Xid
-	case engine.EvStreamStop:
-		t.inBlock = false
-	case engine.EvStreamCommit:
-		xid := msg.(*protocol.StreamCommit).Xid
-		t.last = t.streamed[xid]
-		delete(t.streamed, xid)
-	case engine.EvStreamPrepare:
-		xid := msg.(*protocol.StreamPrepare).Xid
-		t.last = t.streamed[xid]
-		delete(t.streamed, xid)
-	case engine.EvStreamAbort:
-		if m := msg.(*protocol.StreamAbort); m.Toplevel() {
-			delete(t.streamed, m.Xid)
-		}
-	}
 }

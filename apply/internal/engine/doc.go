@@ -3,7 +3,9 @@
 // framing of the decoded message stream and says what each message means
 // (an Event); AlreadyApplied is the one rule that recognises a source
 // transaction applied before a restart; Outcome is what a step of the
-// applier did to transactions, for the run loop's FlushTracker.
+// applier did to transactions, for the run loop's FlushTracker;
+// OriginTracker tells, from the events, which origin the last transaction
+// came from (the run loop's Progress.LastOrigin).
 //
 // It is the start of issue 19's engine: the applier itself (package apply's
 // applier type) is to follow, talking to the target through its small
