@@ -70,6 +70,20 @@ func (a *applier) addCell(x compact.Cell) {
 	a.formats = append(a.formats, f)
 }
 
+// packArrays turns the parameters queued row by row (rows of width values)
+// into width binary array parameters, one per column
+// (compact.PackArrays), in the applier's reusable buffers.
+func (a *applier) packArrays(width int, elems []uint32) {
+	a.arrayBuf, a.arrayEnds = compact.PackArrays(a.arrayBuf[:0], a.arrayEnds[:0], a.params, width, elems)
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	start := 0
+	for _, end := range a.arrayEnds {
+		a.params = append(a.params, a.arrayBuf[start:end])
+		a.formats = append(a.formats, 1)
+		start = end
+	}
+}
+
 // multiStatement returns the prepared statement of a multi-row shape.
 func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op pipeline.Op, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.Stmts[shape]; ok {

@@ -178,11 +178,12 @@
 //     other sentinels, SchemaError, ConflictError; IsTransient),
 //     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
 //     rejected value is in).
-//   - Compaction: compact_write.go (write-out, the inserts),
-//     compact_keyed.go (the multi-row UPDATE and DELETE by key; their
-//     SQL is internal/compact's),
-//     compact_apply.go (which tables compact; rows packed into array
-//     parameters).
+//   - Compaction: compact_write.go (write-out, the inserts, rows packed
+//     into array parameters), compact_keyed.go (the multi-row UPDATE and
+//     DELETE by key); their SQL and the array packing are
+//     internal/compact's (compact.InsertSQL, compact.UpdateSQL,
+//     compact.DeleteSQL, compact.PackArrays); compact_apply.go (which
+//     tables compact; outside the file cycle).
 //   - Packages under internal/ (no cycles between them and apply): pipeline
 //     (the target session, the real target: pipeline.Session queues
 //     statements, sends one batch while the next is built, COPY in a batch
