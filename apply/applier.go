@@ -62,10 +62,10 @@ type applier struct {
 	appliedTime protocol.Timestamp
 	// outcome of the last Handle, for the run loop's FlushTracker
 	outcome engine.Outcome
-	stream  streamState   // streamed transactions (stream.go)
-	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
-	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
-	tp      twoPhaseState // two-phase transactions (prepare.go)
+	stream  streamState        // streamed transactions (stream.go)
+	copied  *engine.CopyFilter // changes the tables' initial copies hold (loaded by copy_filter.go)
+	watch   *tableWatch        // the tables it knows, for tables published later (refresh.go)
+	tp      twoPhaseState      // two-phase transactions (prepare.go)
 	Stats   Stats
 
 	// group commit (group.go) and net-effect compaction (internal/compact)
@@ -190,8 +190,8 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (engine.Even
 		if diverted, err := a.watch.divert(a, msg); diverted || err != nil {
 			return ev, err // set aside while its table is copied (refresh_sync.go)
 		}
-		if msg = a.copied.filter(a, msg); msg == nil {
-			return ev, nil // the table's initial copy holds it (copy_filter.go)
+		if msg = a.copied.Filter(a.rels, a.txn.xid, a.txn.finalLSN, msg); msg == nil {
+			return ev, nil // the table's initial copy holds it (engine.CopyFilter)
 		}
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)

@@ -236,8 +236,9 @@
 //     connections and errors), copy_check.go (initcopy's decision and
 //     checks with apply's errors; CopyCheckError), copy_progress.go
 //     (CopyProgress, from initcopy's counts), copy_format.go
-//     (CopyFormat*), copy_filter.go (the streamed changes a copy
-//     holds, skipped), copy_sequences.go (SyncSequences), refresh.go,
+//     (CopyFormat*), copy_filter.go (loadCopyFilter: the copied
+//     tables read for engine.CopyFilter, which skips the streamed changes
+//     a copy holds), copy_sequences.go (SyncSequences), refresh.go,
 //     refresh_state.go, refresh_sync.go; with --schema: schema.go (the
 //     sections created and the phase recorded), schema_plan.go
 //     (internal/schema's plan, pg_dump and errors as apply's; the

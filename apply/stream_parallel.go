@@ -104,7 +104,7 @@ func (a *applier) parallelUsable(cfg *Config, xid uint32) bool {
 		return false
 	case a.ddl != nil:
 		return false // --ddl: its messages are applied by the run loop's applier (ddl_apply.go)
-	case a.copied != nil && a.applied < a.copied.until:
+	case a.copied != nil && a.applied < a.copied.Until():
 		return false
 	case a.watch != nil && len(a.watch.syncs.tables) > 0:
 		return false

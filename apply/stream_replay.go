@@ -109,8 +109,8 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			// before streaming (refresh_sync.go).
 			return a.fail(ctx, &newTablesError{tables: []sqlgen.Rel{ts.name}})
 		}
-		if msg = a.copied.filter(a, msg); msg == nil {
-			continue // the table's initial copy holds it (copy_filter.go)
+		if msg = a.copied.Filter(a.rels, a.txn.xid, a.txn.finalLSN, msg); msg == nil {
+			continue // the table's initial copy holds it (engine.CopyFilter)
 		}
 		if ins, ok := msg.(*protocol.Insert); ok {
 			if ins.RelationID != runRel {

@@ -5,7 +5,8 @@
 // transaction applied before a restart; Outcome is what a step of the
 // applier did to transactions, for the run loop's FlushTracker;
 // OriginTracker tells, from the events, which origin the last transaction
-// came from (the run loop's Progress.LastOrigin).
+// came from (the run loop's Progress.LastOrigin); CopyFilter drops the
+// changes a table's initial copy, made in a later snapshot, already holds.
 //
 // It is the start of issue 19's engine: the applier itself (package apply's
 // applier type) is to follow, talking to the target through its small

@@ -33,6 +33,6 @@ type Outcome struct {
 // (prepared before two-phase decoding began on the slot): the prepare path
 // asks the target whether its GID is prepared (apply's startPrepared). A
 // different rule, per table, decides which changes a table's initial copy
-// already holds (apply/copy_filter.go): it compares with the copy's snapshot point and
+// already holds (CopyFilter): it compares with the copy's snapshot point and
 // xids, not with the origin, and drops changes, not whole transactions.
 func AlreadyApplied(at, origin protocol.LSN) bool { return at < origin }
