@@ -110,6 +110,23 @@
 // server: TestTranscripts feeds messages to the applier over a recording
 // fake target (testdata/engine/*.txt), TestAllocs measures its hot path.
 //
+// The engine's own package (internal/engine) holds, so far, what needs
+// neither the target nor the catalog: engine.Machine, engine.Event,
+// engine.Outcome, engine.AlreadyApplied, engine.OriginTracker and
+// engine.CopyFilter. The applier itself is still here (applier*.go,
+// changes.go, compact_*.go, conflict_sql.go, group.go, skip.go,
+// statements.go, relcache.go, valuecheck.go, rewind.go, stream*.go,
+// prepare*.go, ddl_apply.go), and with it the transcript, fake and
+// allocation tests (engine_*_test.go). What keeps it here (issue 19): the
+// run loop's files reach into its fields (refresh_sync.go,
+// stream_parallel*.go, ddl_source.go, loop.go, run.go: sess, txn, queue,
+// stream, watch, ddl, tp), and it uses apply's exported types (Stats,
+// TxnError, SchemaError, PermanentError, ConflictPolicies, the error
+// sentinels) and Config. The next steps: an engine config struct (the part
+// of Config the applier reads, filled by apply), those types moved with
+// aliases left in apply, and each reach of the loop made a method of the
+// engine; then the applier's files and their tests move.
+//
 // # Glossary
 //
 // One word per concept; the code uses them in these senses only.
@@ -184,8 +201,12 @@
 //     internal/compact's (compact.InsertSQL, compact.UpdateSQL,
 //     compact.DeleteSQL, compact.PackArrays); compact_apply.go (which
 //     tables compact; outside the file cycle).
-//   - Packages under internal/ (no cycles between them and apply): pipeline
-//     (the target session, the real target: pipeline.Session queues
+//   - Packages under internal/ (no cycles between them and apply): engine
+//     (the applier's decisions that need neither target nor catalog:
+//     machine.go, the message framing and its events; outcome.go, the
+//     outcome and the one already-applied rule; origin.go, the origin of
+//     the last transaction; copyfilter.go, the changes a copy holds),
+//     pipeline (the target session, the real target: pipeline.Session queues
 //     statements, sends one batch while the next is built, COPY in a batch
 //     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op
 //     and pipeline.Stmt, the bookkeeping shared with the fake), sqlgen
@@ -212,7 +233,7 @@
 //     workers' origins and initcopy.WorkerOriginName, the one rule naming
 //     them; initcopy.Round1, the rounding of log lines' seconds and
 //     rates);
-//     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
+//     apply calls them by their own names (engine.Machine, sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
 //     registry.Register, timeline.SharedUntil,
 //     copydata.AppendTuple, initcopy.Copier).
