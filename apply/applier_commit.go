@@ -59,13 +59,13 @@ func (a *applier) collect() {
 func (a *applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
 	a.applied, a.appliedTime = end, at
 	a.Stats.TxnsApplied.Add(1)
-	a.outcome.Applied, a.outcome.End = true, end
+	a.outcome.NoteApplied(end)
 }
 
 // noteSkipped records that a source transaction was already applied.
 func (a *applier) noteSkipped() {
 	a.Stats.TxnsSkipped.Add(1)
-	a.outcome.Skipped = true
+	a.outcome.NoteSkipped()
 }
 
 // queueOriginAdvance records the source position inside the target

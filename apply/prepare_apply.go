@@ -268,32 +268,23 @@ func (a *applier) notPrepared(f *finish, gid string) {
 	a.tpEnded()
 }
 
-// tpApplied records the outcome of a two-phase step, for the run loop's
-// FlushTracker. Handle may already have recorded commits of the batch
-// before (Settle): a step that ends a transaction then adds to their count
-// rather than replacing the outcome, so that every Began still meets
-// exactly one end.
+// tpApplied records the outcome of a two-phase step that committed or
+// prepared its transaction, for the run loop's FlushTracker
+// (engine.Outcome.FoldApplied: added to the commits Handle may already
+// have recorded).
 func (a *applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
-	prior := a.outcome.Applied
-	a.noteApplied(end, at)
-	if prior {
-		a.outcome.Count++
-	}
+	a.applied, a.appliedTime = end, at
+	a.Stats.TxnsApplied.Add(1)
+	a.outcome.FoldApplied(end)
 }
 
+// tpSkipped records a two-phase step that skipped its transaction
+// (engine.Outcome.FoldSkipped).
 func (a *applier) tpSkipped() {
-	if !a.outcome.Applied {
-		a.noteSkipped()
-		return
-	}
 	a.Stats.TxnsSkipped.Add(1)
-	a.outcome.Count++
+	a.outcome.FoldSkipped()
 }
 
-func (a *applier) tpEnded() {
-	if a.outcome.Applied {
-		a.outcome.Count++
-		return
-	}
-	a.outcome.Ended = true
-}
+// tpEnded records a two-phase step that ended its transaction with
+// nothing to commit (engine.Outcome.FoldEnded).
+func (a *applier) tpEnded() { a.outcome.FoldEnded() }

@@ -3,7 +3,8 @@
 // framing of the decoded message stream and says what each message means
 // (an Event); AlreadyApplied is the one rule that recognises a source
 // transaction applied before a restart; Outcome is what a step of the
-// applier did to transactions, for the run loop's FlushTracker;
+// applier did to transactions, for the run loop's FlushTracker, with the
+// rule by which a two-phase step folds its end into it (Outcome.FoldApplied);
 // OriginTracker tells, from the events, which origin the last transaction
 // came from (the run loop's Progress.LastOrigin); CopyFilter drops the
 // changes a table's initial copy, made in a later snapshot, already holds.

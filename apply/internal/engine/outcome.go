@@ -19,6 +19,48 @@ type Outcome struct {
 	Count int
 }
 
+// NoteApplied records that a source transaction ending at end is now
+// committed (or prepared) on the target.
+func (o *Outcome) NoteApplied(end protocol.LSN) { o.Applied, o.End = true, end }
+
+// NoteSkipped records that a source transaction was skipped as already
+// applied.
+func (o *Outcome) NoteSkipped() { o.Skipped = true }
+
+// FoldApplied records a two-phase step that committed or prepared its
+// transaction, ending at end. The Fold methods record how a two-phase step
+// ended its transaction. The same step may already have recorded commits
+// of the batch before it (Settle): the step then adds to their count
+// rather than replacing the outcome, so that every Began still meets
+// exactly one end.
+func (o *Outcome) FoldApplied(end protocol.LSN) {
+	prior := o.Applied
+	o.NoteApplied(end)
+	if prior {
+		o.Count++
+	}
+}
+
+// FoldSkipped records a two-phase step that skipped its transaction as
+// already applied.
+func (o *Outcome) FoldSkipped() {
+	if !o.Applied {
+		o.NoteSkipped()
+		return
+	}
+	o.Count++
+}
+
+// FoldEnded records a two-phase step that ended its transaction with
+// nothing to commit on the target.
+func (o *Outcome) FoldEnded() {
+	if o.Applied {
+		o.Count++
+		return
+	}
+	o.Ended = true
+}
+
 // AlreadyApplied is the one rule (DESIGN.md invariant 1) by which every path
 // (Begin, Stream Commit, Begin Prepare / Stream Prepare, Commit and Rollback
 // Prepared) recognises a source transaction applied before a restart. at is
