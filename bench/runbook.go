@@ -12,32 +12,6 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// The runbook benchmark is issue 20's whole path once, at the benchmark's
-// size, the way docs/MIGRATION.md tells a user to do it: a PostgreSQL 15
-// source holding the migrate workload's data (migrate.go: pgbench's
-// tables at scale 50 and 900,000 rows of 1 kB, at RunbookOptions.Scale
-// times that), written to by pgbench -N at a bounded rate during the whole
-// copy and follow, migrates into an empty PostgreSQL 18 target:
-//
-//  1. copy and follow: `walapply run --copy --create-slot --schema`
-//     (pre-data, the copy, post-data, then streaming), `walapply status
-//     --json` polled twice a second until the copy is complete and the
-//     origin has passed the source's position of the first poll that saw
-//     it complete (caught up with the writes made during the copy);
-//  2. stop writes: pgbench interrupted, and its backends gone;
-//  3. cut-over: SIGUSR1 to the running applier ("until now"), which must
-//     exit 0 printing the position reached;
-//  4. compare: `walapply compare` (exit 0: equal; anything else fails the
-//     benchmark, loudly);
-//  5. sequences: `walapply sequences`, then pgbench_history's sequence
-//     checked on the target.
-//
-// Each phase is timed with the CPU the source cluster, the target cluster
-// and the walapply process spent in it (cpu.go). pgbench's backends count
-// in the source's CPU, and the status polls' in both clusters'. After the
-// last phase, bench's own row-by-row comparison (verify.go) checks the
-// tables once more, outside the timed phases.
-
 // The runbook's publication and slot on the source.
 const (
 	runbookPublication = "migrate"
@@ -54,6 +28,9 @@ type RunbookOptions struct {
 	Rate int
 	// Clients are pgbench's connections (-c); 0 means 2.
 	Clients int
+	// TargetVersion is the target's PostgreSQL major version; 0 means
+	// 18. The source is PostgreSQL 15, the only pg_dump there is.
+	TargetVersion int
 	// CopyWorkers is walapply's --copy-workers and --index-workers; 0
 	// means 2.
 	CopyWorkers int
@@ -83,6 +60,9 @@ func (o RunbookOptions) withDefaults() RunbookOptions {
 	if o.CopyWorkers == 0 {
 		o.CopyWorkers = 2
 	}
+	if o.TargetVersion == 0 {
+		o.TargetVersion = 18
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Minute
 	}
@@ -107,17 +87,43 @@ type runbookEnv struct {
 	target string
 }
 
-// Runbook runs issue 20's whole path once and returns its report. The
-// error is for a path that did not complete: a failed step, a compare
-// that did not find the two sides equal (ErrCompare), a row-by-row check
-// that found a difference. The report is returned with what was measured
-// up to there.
+// Runbook runs issue 20's whole path once, at the benchmark's
+// size, the way docs/MIGRATION.md tells a user to do it: a PostgreSQL 15
+// source holding the migrate workload's data (migrate.go: pgbench's
+// tables at scale 50 and 900,000 rows of 1 kB, at RunbookOptions.Scale
+// times that), written to by pgbench -N at a bounded rate during the whole
+// copy and follow, migrates into an empty PostgreSQL 18 target
+// (RunbookOptions.TargetVersion):
+//
+//  1. copy and follow: `walapply run --copy --create-slot --schema`
+//     (pre-data, the copy, post-data, then streaming), `walapply status
+//     --json` polled twice a second until the copy is complete and the
+//     origin has passed the source's position of the first poll that saw
+//     it complete (caught up with the writes made during the copy);
+//  2. stop writes: pgbench interrupted, and its backends gone;
+//  3. cut-over: SIGUSR1 to the running applier ("until now"), which must
+//     exit 0 printing the position reached, and status show it reached;
+//  4. compare: `walapply compare` (exit 0: equal; anything else fails the
+//     benchmark, loudly);
+//  5. sequences: `walapply sequences`, then pgbench_history's sequence
+//     checked on the target.
+//
+// Each phase is timed with the CPU the source cluster, the target cluster
+// and the walapply process spent in it (cpu.go). pgbench's backends count
+// in the source's CPU, and the status polls' in both clusters'. After the
+// last phase, bench's own row-by-row comparison (verify.go) checks the
+// tables once more, outside the timed phases.
+//
+// It returns the report; the error is for a path that did not complete:
+// a failed step, a compare that did not find the two sides equal
+// (ErrCompare), a row-by-row check that found a difference. The report is
+// returned with what was measured up to there.
 func Runbook(ctx context.Context, opts RunbookOptions) (*RunbookReport, error) {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	rep := &RunbookReport{Options: opts, Started: time.Now().UTC(), LoadStart: loadAvg(),
-		SourceVersion: schemaSourceVersion, TargetVersion: 18}
+		SourceVersion: schemaSourceVersion, TargetVersion: opts.TargetVersion}
 	defer func() { rep.Finished, rep.LoadEnd = time.Now().UTC(), loadAvg() }()
 	e := &runbookEnv{opts: opts, rep: rep, bin: opts.WalapplyBin}
 	e.logf = func(format string, args ...any) { logf(opts.Log, "runbook: %s", fmt.Sprintf(format, args...)) }

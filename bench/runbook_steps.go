@@ -227,12 +227,13 @@ func (e *runbookEnv) waitCaughtUp(ctx context.Context, run *child, writes *write
 		}
 		if err != nil {
 			// The applier registers itself on the target after it
-			// starts: status may fail until then.
+			// starts: status may fail until then, not 30 times in a
+			// row.
 			if failures++; failures >= 30 {
 				return c, err
 			}
-		} else if a := st.Appliers[0]; a.Copy != nil && a.Copy.Complete && a.Source != nil {
-			failures = 0
+		} else if failures = 0; st.Appliers[0].Copy != nil && st.Appliers[0].Copy.Complete && st.Appliers[0].Source != nil {
+			a := st.Appliers[0]
 			if c.mark == 0 {
 				c.copyDone = time.Since(start)
 				if a.Copy.FinishedAt != nil && a.Copy.FinishedAt.After(start) {

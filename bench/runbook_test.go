@@ -13,13 +13,19 @@ import (
 
 // TestRunbookSmoke runs issue 20's whole path (runbook.go) at 1% of the
 // benchmark's size: a PostgreSQL 15 source written to by pgbench into an
-// empty 18 target, every phase timed, compare equal, the sequence set,
-// and the report names every figure.
+// empty target of the newest selected version (18 by default), every
+// phase timed, compare equal, the sequence set, and the report names
+// every figure.
 func TestRunbookSmoke(t *testing.T) {
 	testenv.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	rep, err := Runbook(ctx, RunbookOptions{Scale: 0.01, Rate: 50, Timeout: 7 * time.Minute, Log: zerolog.NewTestWriter(t)})
+	versions, err := testenv.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Runbook(ctx, RunbookOptions{Scale: 0.01, Rate: 50, TargetVersion: versions[len(versions)-1],
+		Timeout: 7 * time.Minute, Log: zerolog.NewTestWriter(t)})
 	var md strings.Builder
 	if rep != nil {
 		if werr := rep.WriteMarkdown(&md); werr != nil {

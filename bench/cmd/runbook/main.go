@@ -35,6 +35,7 @@ func run() error {
 	scale := fs.Float64("scale", 1, "factor on the migrate workload's size (1: about 1.7 GB; 0.01 for a smoke run)")
 	rate := fs.Int("rate", 100, "pgbench -N transactions per second on the source during the run")
 	clients := fs.Int("clients", 2, "pgbench's clients")
+	target := fs.Int("target-version", 18, "the target's PostgreSQL major version (the source is 15)")
 	copyWorkers := fs.Int("copy-workers", 2, "walapply's --copy-workers and --index-workers")
 	walapplyBin := fs.String("walapply-bin", "", "a prebuilt walapply binary (default: build ./cmd/walapply)")
 	markdown := fs.String("markdown", "", "also write the report to this file")
@@ -52,15 +53,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Runbook(ctx, bench.RunbookOptions{
-		Scale:       *scale,
-		Rate:        *rate,
-		Clients:     *clients,
-		CopyWorkers: *copyWorkers,
-		WalapplyBin: *walapplyBin,
-		Timeout:     *timeout,
-		KeepLog:     *keepLog,
-		Command:     "go run ./bench/cmd/runbook " + strings.Join(os.Args[1:], " "),
-		Log:         os.Stderr,
+		Scale:         *scale,
+		Rate:          *rate,
+		Clients:       *clients,
+		TargetVersion: *target,
+		CopyWorkers:   *copyWorkers,
+		WalapplyBin:   *walapplyBin,
+		Timeout:       *timeout,
+		KeepLog:       *keepLog,
+		Command:       "go run ./bench/cmd/runbook " + strings.Join(os.Args[1:], " "),
+		Log:           os.Stderr,
 	})
 	if rep != nil {
 		fmt.Println()
