@@ -222,7 +222,7 @@ func (e *runbookEnv) countRows(ctx context.Context) (tables int, rows int64, err
 
 // migrate runs the five phases.
 func (e *runbookEnv) migrate(ctx context.Context) error {
-	writes, err := startWrites(ctx, e.r.source, e.opts)
+	writes, err := startWrites(ctx, e.r.source, e.opts, e.r.dir)
 	if err != nil {
 		return err
 	}

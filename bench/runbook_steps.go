@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +20,7 @@ import (
 // applier caught up, as a user watching it would.
 const statusPoll = 500 * time.Millisecond
 
-// child is a walapply process run in the background: `walapply run`.
+// child is a process run in the background: `walapply run`, pgbench.
 type child struct {
 	cmd     *exec.Cmd
 	logPath string
@@ -34,7 +35,7 @@ type child struct {
 func startChild(logPath, bin string, args ...string) (*child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
-		return nil, fmt.Errorf("creating walapply's log file: %w", err)
+		return nil, fmt.Errorf("creating %s's log file: %w", filepath.Base(bin), err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -101,17 +102,13 @@ type writeLoad struct {
 // startWrites starts PostgreSQL 15's pgbench -N (an UPDATE of
 // pgbench_accounts and an INSERT into pgbench_history per transaction)
 // at opts.Rate transactions per second, until stopped.
-func startWrites(ctx context.Context, source *testenv.Cluster, opts RunbookOptions) (*writeLoad, error) {
+// Its output goes to pgbench.log in dir.
+func startWrites(ctx context.Context, source *testenv.Cluster, opts RunbookOptions, dir string) (*writeLoad, error) {
 	bin, err := testenv.Tool(schemaSourceVersion, "pgbench")
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp("", "walbench-pgbench-*.log")
-	if err != nil {
-		return nil, fmt.Errorf("creating pgbench's log file: %w", err)
-	}
-	f.Close()
-	c, err := startChild(f.Name(), bin, "-h", "127.0.0.1", "-p", fmt.Sprint(source.Port()), "-U", "postgres",
+	c, err := startChild(filepath.Join(dir, "pgbench.log"), bin, "-h", "127.0.0.1", "-p", fmt.Sprint(source.Port()), "-U", "postgres",
 		"-n", "-N", "-M", "prepared", "-c", fmt.Sprint(opts.Clients), "-j", fmt.Sprint(opts.Clients),
 		"-R", fmt.Sprint(opts.Rate), "-T", "86400", benchDB)
 	if err != nil {
@@ -135,7 +132,6 @@ func (w *writeLoad) stop(ctx context.Context, source *testenv.Cluster) (int64, t
 		w.kill()
 	}
 	d := time.Since(w.started)
-	os.Remove(w.logPath)
 	conn, err := source.Connect(ctx, benchDB)
 	if err != nil {
 		return 0, 0, err
