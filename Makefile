@@ -33,6 +33,7 @@ help:
 	@echo "make bench     the side-by-side benchmark against the built-in subscriber (long)"
 	@echo "make bench-smoke  a 1% version of it"
 	@echo "make bench-copy   the initial copy at issue 20's size, with and without --schema (long)"
+	@echo "make bench-runbook  issue 20's whole migration path once at the benchmark's size, timed per phase"
 
 build:
 	$(GO) build ./...
@@ -118,7 +119,7 @@ clean:
 BENCH_FLAGS ?=
 COPY_WORKERS ?= 2
 COPY_BENCH = $(GO) run ./bench/cmd/walbench --workloads migrate --versions 18,15 --runs 3 --copy-workers $(COPY_WORKERS) --drain-timeout 30m
-.PHONY: bench bench-smoke bench-copy
+.PHONY: bench bench-smoke bench-copy bench-runbook
 bench:
 	@mkdir -p bin
 	$(GO) run ./bench/cmd/walbench --markdown bin/benchmarks.md $(BENCH_FLAGS)
@@ -131,3 +132,15 @@ bench-copy:
 	$(COPY_BENCH) --copy-schema --markdown bin/benchmarks-copy-schema.md $(BENCH_FLAGS)
 	$(COPY_BENCH) --neighbour cores --markdown bin/benchmarks-copy-busy.md $(BENCH_FLAGS)
 	$(COPY_BENCH) --copy-schema --neighbour cores --markdown bin/benchmarks-copy-schema-busy.md $(BENCH_FLAGS)
+
+# `make bench-runbook` is issue 20's whole path once at the benchmark's size
+# (bench/cmd/runbook, a few minutes): a PostgreSQL 15 source with the migrate
+# workload's data, written to by pgbench -N at a bounded rate, migrated into
+# an empty 18 target with run --copy --schema, caught up, cut over with
+# SIGUSR1, compared and its sequences set; the Markdown report in
+# bin/benchmarks-runbook.md. RUNBOOK_FLAGS adds flags, e.g.
+# RUNBOOK_FLAGS='--scale 0.1 --rate 200'.
+RUNBOOK_FLAGS ?=
+bench-runbook:
+	@mkdir -p bin
+	$(GO) run ./bench/cmd/runbook --markdown bin/benchmarks-runbook.md $(RUNBOOK_FLAGS)

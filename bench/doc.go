@@ -57,4 +57,12 @@
 //
 // Run is the entry point; bench/cmd/walbench is its command line and
 // `make bench` / `make bench-smoke` call it.
+//
+// # The runbook
+//
+// Runbook (runbook.go) is of another shape: walapply alone, issue 20's
+// whole migration path once, each phase timed (copy and follow, stop
+// writes, cut-over, compare, sequences), on a source written to during
+// the whole run; bench/cmd/runbook is its command line and
+// `make bench-runbook` calls it.
 package bench
