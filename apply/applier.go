@@ -68,12 +68,12 @@ type applier struct {
 	tp      twoPhaseState      // two-phase transactions (prepare.go)
 	Stats   Stats
 
-	// group commit (group.go) and net-effect compaction (internal/compact)
+	// group commit (engine.Group, group.go) and net-effect compaction (internal/compact)
 	net            *compact.Compactor
 	compaction     bool
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
-	group          txnGroup
+	group          engine.Group
 	groupMaxWait   time.Duration
 	now            time.Time // the run loop's clock for the message at hand (SetClock)
 
@@ -180,7 +180,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (engine.Even
 		a.outcome.Began = true
 		a.queue.TxnXid, a.queue.TxnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
-		if !a.txn.skip && a.group.count == 0 {
+		if !a.txn.skip && a.group.Count == 0 {
 			a.sess.Begin()
 		}
 	case engine.EvChange:

@@ -44,7 +44,7 @@
 // indexes directly; an external applier pays for SQL: bind, plan and
 // executor start-up per statement, and a round trip per batch. Winning that
 // back is doing less per change on the target, so consecutive small source
-// transactions share one target transaction (group.go), a group's changes
+// transactions share one target transaction (engine.Group), a group's changes
 // are reduced to their net effect per row (internal/compact), and each
 // table's net inserts, updates and deletes become one statement each whose
 // rows arrive as binary text[] parameters (internal/compact/rows.go),
@@ -112,8 +112,8 @@
 //
 // The engine's own package (internal/engine) holds, so far, what needs
 // neither the target nor the catalog: engine.Machine, engine.Event,
-// engine.Outcome, engine.AlreadyApplied, engine.OriginTracker and
-// engine.CopyFilter. The applier itself is still here (applier*.go,
+// engine.Outcome, engine.AlreadyApplied, engine.OriginTracker,
+// engine.CopyFilter and engine.Group. The applier itself is still here (applier*.go,
 // changes.go, compact_*.go, conflict_sql.go, group.go, skip.go,
 // statements.go, relcache.go, valuecheck.go, rewind.go, stream*.go,
 // prepare*.go, ddl_apply.go), and with it the transcript, fake and
@@ -145,7 +145,7 @@
 //   - settle: drain and record the commits the batch carried as applied
 //     (applier.Settle). A commit counts as applied only once settled.
 //   - group: source transactions folded into one target transaction
-//     (group.go); a group of one is an ordinary transaction.
+//     (engine.Group, group.go); a group of one is an ordinary transaction.
 //   - commit: queue the origin advance and COMMIT of the target
 //     transaction and send them without waiting (applier.commit,
 //     commitGroup). CommitAndSettle commits and waits until settled.
@@ -179,7 +179,7 @@
 //     applier and Handle's dispatch), applier_commit.go (commit, Settle,
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
-//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go
+//     group.go (group commit; where a group ends is engine.Group's), skip.go (--skip-lsn), origin_filter.go
 //     (--origin checked; engine.OriginTracker reports it),
 //     conflict.go (kinds, policies), applier_conflict.go (a conflict
 //     logged and counted),
@@ -205,7 +205,8 @@
 //     (the applier's decisions that need neither target nor catalog:
 //     machine.go, the message framing and its events; outcome.go, the
 //     outcome and the one already-applied rule; origin.go, the origin of
-//     the last transaction; copyfilter.go, the changes a copy holds),
+//     the last transaction; copyfilter.go, the changes a copy holds;
+//     group.go, where a group ends),
 //     pipeline (the target session, the real target: pipeline.Session queues
 //     statements, sends one batch while the next is built, COPY in a batch
 //     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op

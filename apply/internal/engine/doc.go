@@ -7,7 +7,9 @@
 // rule by which a two-phase step folds its end into it (Outcome.FoldApplied);
 // OriginTracker tells, from the events, which origin the last transaction
 // came from (the run loop's Progress.LastOrigin); CopyFilter drops the
-// changes a table's initial copy, made in a later snapshot, already holds.
+// changes a table's initial copy, made in a later snapshot, already holds;
+// Group decides where a group of source transactions sharing one target
+// transaction ends.
 //
 // It is the start of issue 19's engine: the applier itself (package apply's
 // applier type) is to follow, talking to the target through its small
