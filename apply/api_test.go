@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
@@ -29,7 +30,7 @@ func TestPermanentClasses(t *testing.T) {
 		"undefined table":   pg("42P01"),
 		"privilege":         pg("42501"),
 		"value":             &columnError{columns: []string{`"v"`}, typ: "integer", err: pg("22P02")},
-		"protocol order":    orderError("Commit without Begin"),
+		"protocol order":    engine.OrderError("Commit without Begin"),
 		"config":            fmt.Errorf("%w: no slot", ErrConfig),
 		"not supported":     fmt.Errorf("%w: two-phase", ErrNotSupported),
 		"wrong source":      fmt.Errorf("%w: system id", ErrWrongSource),

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
@@ -45,29 +46,11 @@ type openTxn struct {
 	origin     string // from an Origin message, if any
 }
 
-// alreadyApplied is the one rule (DESIGN.md invariant 1) by which every path
-// (Begin, Stream Commit, Begin Prepare / Stream Prepare, Commit and Rollback
-// Prepared) recognises a source transaction applied before a restart. at is
-// a position inside the record that ends the transaction on the source: its
-// start (Begin's final LSN, Stream Commit's commit LSN, the prepare LSN), or,
-// for a message that only carries the record's end, that end minus one.
-// origin is the origin's progress, the end LSN of the last transaction
-// applied. Source records do not overlap, so the transaction was applied
-// exactly when its end record starts before that end: at < origin.
-//
-// A two-phase transaction before the origin may still have to be applied
-// (prepared before two-phase decoding began on the slot): the prepare path
-// asks the target whether its GID is prepared (startPrepared). A different
-// rule, per table, decides which changes a table's initial copy already
-// holds (copy_filter.go): it compares with the copy's snapshot point and
-// xids, not with the origin, and drops changes, not whole transactions.
-func alreadyApplied(at, origin protocol.LSN) bool { return at < origin }
-
 // applier turns decoded messages into SQL on the target. It is fed one
 // message at a time by the run loop; see the package doc for the design.
 type applier struct {
 	log     zerolog.Logger
-	machine *txnMachine
+	machine *engine.Machine
 	rels    *relmap.Cache
 	sess    target              // the applying connection (applier_target.go)
 	queue   *pipeline.StmtQueue // sess's bookkeeping of its queue
@@ -78,19 +61,19 @@ type applier struct {
 	applied     protocol.LSN
 	appliedTime protocol.Timestamp
 	// outcome of the last Handle, for the run loop's FlushTracker
-	outcome outcome
-	stream  streamState   // streamed transactions (stream.go)
-	copied  *copyFilter   // changes the tables' initial copies hold (copy_filter.go)
-	watch   *tableWatch   // the tables it knows, for tables published later (refresh.go)
-	tp      twoPhaseState // two-phase transactions (prepare.go)
+	outcome engine.Outcome
+	stream  streamState        // streamed transactions (stream.go)
+	copied  *engine.CopyFilter // changes the tables' initial copies hold (loaded by copy_filter.go)
+	watch   *tableWatch        // the tables it knows, for tables published later (refresh.go)
+	tp      twoPhaseState      // two-phase transactions (prepare.go)
 	Stats   Stats
 
-	// group commit (group.go) and net-effect compaction (internal/compact)
+	// group commit (engine.Group, group.go) and net-effect compaction (internal/compact)
 	net            *compact.Compactor
 	compaction     bool
 	grouping       bool
 	noGroupThrough protocol.LSN // no grouping for transactions up to this commit LSN
-	group          txnGroup
+	group          engine.Group
 	groupMaxWait   time.Duration
 	now            time.Time // the run loop's clock for the message at hand (SetClock)
 
@@ -126,7 +109,7 @@ type applier struct {
 // newApplier returns an applier writing through sess, which must already be
 // set up; applied is the origin's progress on the target.
 func newApplier(log zerolog.Logger, sess target, binary bool, applied protocol.LSN) *applier {
-	a := &applier{log: log, machine: newTxnMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.Queue(), applied: applied, net: compact.New()}
+	a := &applier{log: log, machine: engine.NewMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.Queue(), applied: applied, net: compact.New()}
 	a.queue.Missing = a.rowMissing
 	a.queue.Conflicted = a.conflicted
 	a.policies = defaultPolicies()
@@ -145,14 +128,14 @@ func (a *applier) InTransaction() bool { return a.machine.InTransaction() }
 // keeps its FlushTracker with it). After an error the applier must be
 // discarded: the target transaction has been rolled back and the source
 // must resend from the origin's progress.
-func (a *applier) Handle(ctx context.Context, msg protocol.Message) (event, outcome, error) {
-	a.outcome = outcome{}
+func (a *applier) Handle(ctx context.Context, msg protocol.Message) (engine.Event, engine.Outcome, error) {
+	a.outcome = engine.Outcome{}
 	ev, err := a.handle(ctx, msg)
 	return ev, a.outcome, err
 }
 
 // handle is Handle; what it does to transactions accumulates in a.outcome.
-func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, error) {
+func (a *applier) handle(ctx context.Context, msg protocol.Message) (engine.Event, error) {
 	ev, err := a.machine.Step(msg)
 	if err != nil {
 		return ev, err
@@ -164,7 +147,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 			return ev, err
 		}
 	}
-	if ev.needsOwnTransaction() {
+	if ev.NeedsOwnTransaction() {
 		// Step has already opened the new transaction; the group ended
 		// with the previous message. Its work, and the batch in flight,
 		// must be done before the connection is used for anything else.
@@ -176,10 +159,10 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		}
 	}
 	switch ev {
-	case evNone:
-	case evMessage:
+	case engine.EvNone:
+	case engine.EvMessage:
 		return ev, a.ddlMessage(ctx, msg.(*protocol.LogicalMessage)) // ddl_apply.go
-	case evRelation:
+	case engine.EvRelation:
 		rel := *msg.(*protocol.Relation)
 		if a.net.HasRelation(rel.RelationID) {
 			if err := a.writeOut(ctx); err != nil {
@@ -187,28 +170,28 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 			}
 		}
 		a.rels.PutRelation(&rel)
-	case evType:
+	case engine.EvType:
 		a.rels.PutType(msg.(*protocol.TypeMessage))
-	case evOrigin:
+	case engine.EvOrigin:
 		a.txn.origin = msg.(*protocol.Origin).Name
-	case evBegin:
+	case engine.EvBegin:
 		b := msg.(*protocol.Begin)
-		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: alreadyApplied(b.FinalLSN, a.applied)}
+		a.txn = openTxn{xid: b.Xid, finalLSN: b.FinalLSN, commitTime: b.CommitTime, skip: engine.AlreadyApplied(b.FinalLSN, a.applied)}
 		a.outcome.Began = true
 		a.queue.TxnXid, a.queue.TxnLSN = b.Xid, b.FinalLSN
 		a.txn.userSkip = !a.txn.skip && a.skipMatches(b.FinalLSN)
-		if !a.txn.skip && a.group.count == 0 {
+		if !a.txn.skip && a.group.Count == 0 {
 			a.sess.Begin()
 		}
-	case evChange:
+	case engine.EvChange:
 		if a.txn.skip || a.txn.userSkip {
 			return ev, nil
 		}
 		if diverted, err := a.watch.divert(a, msg); diverted || err != nil {
 			return ev, err // set aside while its table is copied (refresh_sync.go)
 		}
-		if msg = a.copied.filter(a, msg); msg == nil {
-			return ev, nil // the table's initial copy holds it (copy_filter.go)
+		if msg = a.copied.Filter(a.rels, a.txn.xid, a.txn.finalLSN, msg); msg == nil {
+			return ev, nil // the table's initial copy holds it (engine.CopyFilter)
 		}
 		if err := a.changeNet(ctx, msg); err != nil {
 			return ev, a.fail(ctx, err)
@@ -218,7 +201,7 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 				return ev, a.failStmt(ctx, failed, err)
 			}
 		}
-	case evCommit:
+	case engine.EvCommit:
 		c := msg.(*protocol.Commit)
 		if a.txn.skip {
 			a.noteSkipped()
@@ -232,29 +215,12 @@ func (a *applier) handle(ctx context.Context, msg protocol.Message) (event, erro
 		if err := a.endGrouped(ctx, c.EndLSN, c.CommitTime); err != nil {
 			return ev, err
 		}
-	case evStreamStart, evStreamStop, evStreamChange, evStreamCommit, evStreamAbort:
+	case engine.EvStreamStart, engine.EvStreamStop, engine.EvStreamChange, engine.EvStreamCommit, engine.EvStreamAbort:
 		return ev, a.handleStream(ctx, ev, msg)
-	case evBeginPrepare, evPrepare, evCommitPrepared, evRollbackPrepared, evStreamPrepare:
+	case engine.EvBeginPrepare, engine.EvPrepare, engine.EvCommitPrepared, engine.EvRollbackPrepared, engine.EvStreamPrepare:
 		return ev, a.handleTwoPhase(ctx, ev, msg)
 	default:
 		return ev, fmt.Errorf("%w: %s messages", ErrNotSupported, msg.Type())
 	}
 	return ev, nil
-}
-
-// outcome tells the run loop what a step of the applier (Handle, Idle,
-// CommitAndSettle) did to transactions, so that it can keep the
-// FlushTracker balanced: every Began is followed by
-// exactly one Applied, Skipped or Ended. A message that both starts and
-// ends a transaction on the target (Stream Commit, Commit Prepared,
-// Rollback Prepared) sets Began as well as its end.
-type outcome struct {
-	Began   bool         // a source transaction started
-	Applied bool         // ... and was committed or prepared on the target, ending at End
-	Skipped bool         // ... and was skipped as already applied (DESIGN.md invariant 1)
-	Ended   bool         // ... and ended with nothing to commit on the target
-	End     protocol.LSN // with Applied: the source end LSN recorded in the origin
-	// Count is how many source transactions the Applied commit covered
-	// (group commit); 0 means 1.
-	Count int
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -15,14 +16,14 @@ func (a *applier) commit(ctx context.Context, end protocol.LSN, at protocol.Time
 	if err := a.writeOut(ctx); err != nil {
 		return a.fail(ctx, err)
 	}
-	n := a.group.count + 1
+	n := a.group.Count + 1
 	// The progress is set up last, right before COMMIT: on PostgreSQL 16+
 	// a transaction that aborts after it still advances the origin. It
 	// also gives a transaction that wrote nothing an xid, so that its
 	// commit is recorded and moves the origin (state.XactSetupSQL).
 	a.queueOriginAdvance(end, at)
 	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
-	a.group = txnGroup{}
+	a.group = engine.Group{}
 	// Sent without waiting: the target executes it while the next
 	// messages are received and queued. Its result is read before the
 	// next batch goes out (Settle), and only then does it count as applied.
@@ -59,13 +60,13 @@ func (a *applier) collect() {
 func (a *applier) noteApplied(end protocol.LSN, at protocol.Timestamp) {
 	a.applied, a.appliedTime = end, at
 	a.Stats.TxnsApplied.Add(1)
-	a.outcome.Applied, a.outcome.End = true, end
+	a.outcome.NoteApplied(end)
 }
 
 // noteSkipped records that a source transaction was already applied.
 func (a *applier) noteSkipped() {
 	a.Stats.TxnsSkipped.Add(1)
-	a.outcome.Skipped = true
+	a.outcome.NoteSkipped()
 }
 
 // queueOriginAdvance records the source position inside the target

@@ -5,17 +5,18 @@ import (
 	"errors"
 
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 )
 
 // Abandon rolls back a transaction in progress (on shutdown): nothing of it
 // was committed, and the source resends it.
 func (a *applier) Abandon(ctx context.Context) error {
-	if (!a.machine.InTransaction() || a.txn.skip) && a.group.count == 0 && !a.sess.Busy() {
+	if (!a.machine.InTransaction() || a.txn.skip) && a.group.Count == 0 && !a.sess.Busy() {
 		return nil
 	}
 	a.machine.Reset()
-	a.group = txnGroup{}
+	a.group = engine.Group{}
 	a.net = compact.New()
 	return a.sess.Rollback(ctx)
 }
@@ -29,11 +30,11 @@ func (a *applier) fail(ctx context.Context, err error) error {
 		te = &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: err}
 		err = te
 	}
-	if a.group.count > 0 && te.CommitLSN != a.group.firstLSN {
+	if a.group.Count > 0 && te.CommitLSN != a.group.FirstLSN {
 		te.Grouped = true
 	}
 	a.skipHint(te)
-	a.group = txnGroup{}
+	a.group = engine.Group{}
 	a.queue.Done = a.queue.Done[:0]
 	a.net = compact.New()
 	if rbErr := a.sess.Rollback(ctx); rbErr != nil && !a.sess.Broken(rbErr) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -13,7 +14,7 @@ import (
 // changeNet folds a change into the net state of the group when that is
 // safe (internal/compact), and otherwise queues it as it comes.
 func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
-	if !a.compaction || !a.grouping || a.machine.state != stateInTxn || a.txn.finalLSN <= a.noGroupThrough {
+	if !a.compaction || !a.grouping || !a.machine.InOrdinary() || a.txn.finalLSN <= a.noGroupThrough {
 		return a.change(ctx, msg)
 	}
 	var relid uint32
@@ -63,7 +64,7 @@ func (a *applier) change(ctx context.Context, msg protocol.Message) error {
 	case *protocol.Truncate:
 		return a.truncate(ctx, m)
 	}
-	return orderError("unexpected change message %s", msg.Type())
+	return engine.OrderError("unexpected change message %s", msg.Type())
 }
 
 // checkWidth checks that a tuple of an op's message (which: "new" or
@@ -73,7 +74,7 @@ func checkWidth(e *relmap.Entry, t *protocol.TupleData, op pipeline.Op, which st
 		if which != "" {
 			which += " "
 		}
-		return orderError("%s on %s: its %stuple has %d columns, its Relation message %d", op, e, which, len(t.Columns), len(e.Rel.Columns))
+		return engine.OrderError("%s on %s: its %stuple has %d columns, its Relation message %d", op, e, which, len(t.Columns), len(e.Rel.Columns))
 	}
 	return nil
 }

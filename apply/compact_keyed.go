@@ -2,14 +2,11 @@ package apply
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -64,28 +61,10 @@ func (a *applier) writeUpdateRun(ctx context.Context, e *relmap.Entry, rows []*c
 	if conflict != "" {
 		width++ // the row's key as text, for the conflict record
 	}
-	arrays, arrs, elems, each := keyedForm(e, rows, set)
+	arrays, arrs, elems, each := compact.KeyedForm(e, rows, set)
 	return each(rows, width, func(rs []*compact.Row) error {
 		sd, err := a.multiStatement(ctx, e, pipeline.OpUpdate, compact.ShapeName("U"+string(mask), arrays, len(rs), arrs), func() (string, []uint32) {
-			types := keyedTypes(e, set, conflict != "")
-			var b strings.Builder
-			if conflict != "" {
-				b.WriteString("WITH _w AS (")
-			}
-			b.WriteString("UPDATE " + e.Target.Quoted + " AS _t SET ")
-			for n, i := range set {
-				if n > 0 {
-					b.WriteString(", ")
-				}
-				b.WriteString(sqlgen.QuoteIdent(e.Target.Columns[e.Tcol[i]].Name))
-				b.WriteString(" = _v.column" + strconv.Itoa(len(e.Key)+n+1))
-			}
-			b.WriteString(" FROM (")
-			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
-			b.WriteString(") AS _v WHERE ")
-			keyMatch(&b, e)
-			oids := e.TypeOIDs(set, e.TypeOIDs(e.Key, nil))
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, oids, arrs)
+			return compact.UpdateSQL(e, set, conflict, fail, arrays, width, len(rs), arrs)
 		})
 		if err != nil {
 			return err
@@ -104,19 +83,10 @@ func (a *applier) writeDeletes(ctx context.Context, e *relmap.Entry, rows []*com
 	if conflict != "" {
 		width++
 	}
-	arrays, arrs, elems, each := keyedForm(e, rows, nil)
+	arrays, arrs, elems, each := compact.KeyedForm(e, rows, nil)
 	return each(rows, width, func(rs []*compact.Row) error {
 		sd, err := a.multiStatement(ctx, e, pipeline.OpDelete, compact.ShapeName("D", arrays, len(rs), arrs), func() (string, []uint32) {
-			types := keyedTypes(e, nil, conflict != "")
-			var b strings.Builder
-			if conflict != "" {
-				b.WriteString("WITH _w AS (")
-			}
-			b.WriteString("DELETE FROM " + e.Target.Quoted + " AS _t USING (")
-			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
-			b.WriteString(") AS _v WHERE ")
-			keyMatch(&b, e)
-			return finishMissing(&b, e, conflict, fail, arrays, width, len(rs), types, e.TypeOIDs(e.Key, nil), arrs)
+			return compact.DeleteSQL(e, conflict, fail, arrays, width, len(rs), arrs)
 		})
 		if err != nil {
 			return err
@@ -125,81 +95,6 @@ func (a *applier) writeDeletes(ctx context.Context, e *relmap.Entry, rows []*com
 		a.Stats.Deletes.Add(int64(len(rs)))
 		return nil
 	})
-}
-
-// finishMissing ends a multi-row UPDATE or DELETE: the parameter types of
-// its rows (oids, one row's worth) and, when the statement handles
-// update_missing or delete_missing itself, the outer statement that records
-// (or, with fail, raises) the rows the change did not find; width is the
-// row source's width, its last column the row's key as text; types and
-// arrs are the row source's SQL types and, in the array form, the array
-// types of binary columns (rowParamOIDs).
-//
-// The change runs in a CTE that returns a row per row it changed, and the
-// outer statement reads the row source a second time for the rows whose
-// key is not in the table. It does so only when the change fell short: the
-// count is an InitPlan, the condition on it a one-time filter, so on the
-// usual path the outer statement costs a count and nothing per row. (A
-// CTE holding the row source for both reads and a NOT IN over the changed
-// keys cost the target 17-21 us per pgbench_accounts row against 16-18 us;
-// timed directly on PostgreSQL 18, rounds of 10,000 sorted rows.) The
-// second read sees the table as the statement began, so a row the change
-// did not find because it was not there is the one recorded.
-func finishMissing(b *strings.Builder, e *relmap.Entry, conflict string, fail, arrays bool, width, rows int, types []string, oids, arrs []uint32) (string, []uint32) {
-	if conflict != "" {
-		oids = append(oids, 25) // the key as text
-	}
-	all := compact.RowParamOIDs(arrays, rows, oids, arrs)
-	if conflict == "" {
-		return b.String(), all
-	}
-	ck := "_v.column" + strconv.Itoa(width)
-	b.WriteString(" RETURNING 1) ")
-	if fail {
-		sqlgen.RaiseInstead(b, conflict, len(all)+1, "string_agg("+ck+", '; ')")
-	} else {
-		sqlgen.RecordInsert(b, conflict, "skipped", len(all)+1, ck)
-	}
-	given := strconv.Itoa(rows)
-	if arrays {
-		given = "pg_catalog.cardinality($1)" // the first column's array
-	}
-	b.WriteString(" FROM (")
-	compact.WriteRowSource(b, arrays, rows, types, arrs)
-	b.WriteString(") AS _v WHERE (SELECT pg_catalog.count(*) FROM _w) < " + given)
-	b.WriteString(" AND NOT EXISTS (SELECT 1 FROM " + e.Target.Quoted + " AS _t WHERE ")
-	keyMatch(b, e)
-	b.WriteString(")")
-	if fail {
-		b.WriteString(" HAVING pg_catalog.count(*) > 0")
-	} else {
-		b.WriteString(" RETURNING key")
-	}
-	return b.String(), append(all, sqlgen.RecordOIDs...)
-}
-
-// keyedForm is rowForm for a multi-row UPDATE (set: the columns it writes)
-// or DELETE (set nil), whose row source is the key columns, then set: with
-// arrays, the array types (arrs) and element types (elems) of its columns.
-func keyedForm(e *relmap.Entry, rows []*compact.Row, set []int) (arrays bool, arrs, elems []uint32, each func([]*compact.Row, int, func([]*compact.Row) error) error) {
-	arrays, bin, each := compact.RowForm(e, rows)
-	if arrays {
-		arrs = e.ArrayTypes(nil, e.Key, func(n int) bool { return bin.Key[n] })
-		arrs = e.ArrayTypes(arrs, set, func(n int) bool { return bin.Image[set[n]] })
-		elems = e.ElemTypes(e.ElemTypes(nil, e.Key, arrs), set, arrs[len(e.Key):])
-	}
-	return arrays, arrs, elems, each
-}
-
-// keyedTypes are the SQL types of the row source of a multi-row UPDATE or
-// DELETE: the key columns, the set columns, and the key as text when the
-// statement records conflicts.
-func keyedTypes(e *relmap.Entry, set []int, keyText bool) []string {
-	types := e.TypeNames(set, e.TypeNames(e.Key, nil))
-	if keyText {
-		types = append(types, "pg_catalog.text")
-	}
-	return types
 }
 
 // addKeyedRows sets the parameters of a multi-row UPDATE (set: the columns
@@ -283,23 +178,4 @@ func (a *applier) renderKeys(dst []byte, e *relmap.Entry, rs []*compact.Row) []b
 		}
 	}
 	return dst
-}
-
-// keyMatch writes the join of the target's key columns with v's first
-// columns.
-func keyMatch(b *strings.Builder, e *relmap.Entry) {
-	for n, i := range e.Key {
-		if n > 0 {
-			b.WriteString(" AND ")
-		}
-		tc := e.Target.Columns[e.Tcol[i]]
-		b.WriteString("_t.")
-		b.WriteString(sqlgen.QuoteIdent(tc.Name))
-		if tc.EqSchema != "" {
-			b.WriteString(" OPERATOR(" + sqlgen.QuoteIdent(tc.EqSchema) + ".=) ")
-		} else {
-			b.WriteString(" = ")
-		}
-		b.WriteString("_v.column" + strconv.Itoa(n+1))
-	}
 }

@@ -3,14 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/apply/internal/copydata"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -72,6 +70,20 @@ func (a *applier) addCell(x compact.Cell) {
 	a.formats = append(a.formats, f)
 }
 
+// packArrays turns the parameters queued row by row (rows of width values)
+// into width binary array parameters, one per column
+// (compact.PackArrays), in the applier's reusable buffers.
+func (a *applier) packArrays(width int, elems []uint32) {
+	a.arrayBuf, a.arrayEnds = compact.PackArrays(a.arrayBuf[:0], a.arrayEnds[:0], a.params, width, elems)
+	a.params, a.formats = a.params[:0], a.formats[:0]
+	start := 0
+	for _, end := range a.arrayEnds {
+		a.params = append(a.params, a.arrayBuf[start:end])
+		a.formats = append(a.formats, 1)
+		start = end
+	}
+}
+
 // multiStatement returns the prepared statement of a multi-row shape.
 func (a *applier) multiStatement(ctx context.Context, e *relmap.Entry, op pipeline.Op, shape string, build func() (string, []uint32)) (*pgconn.StatementDescription, error) {
 	if sd, ok := e.Stmts[shape]; ok {
@@ -116,22 +128,7 @@ func (a *applier) writeInserts(ctx context.Context, e *relmap.Entry, rows []*com
 	}
 	return each(rows, len(cols), func(rs []*compact.Row) error {
 		sd, err := a.multiStatement(ctx, e, pipeline.OpInsert, compact.ShapeName("I", arrays, len(rs), arrs), func() (string, []uint32) {
-			var b strings.Builder
-			b.WriteString("INSERT INTO " + e.Target.Quoted + " (")
-			var oids []uint32
-			var types []string
-			for n, i := range cols {
-				if n > 0 {
-					b.WriteString(", ")
-				}
-				tc := e.Target.Columns[e.Tcol[i]]
-				b.WriteString(sqlgen.QuoteIdent(tc.Name))
-				oids = append(oids, tc.TypeOID)
-				types = append(types, tc.CastType)
-			}
-			b.WriteString(") " + sqlgen.OverridingSystemValue)
-			compact.WriteRowSource(&b, arrays, len(rs), types, arrs)
-			return b.String(), compact.RowParamOIDs(arrays, len(rs), oids, arrs)
+			return compact.InsertSQL(e, cols, arrays, len(rs), arrs)
 		})
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
@@ -44,7 +45,7 @@ import (
 // snapshot, exported by a temporary slot at a later point P2, while the
 // slot, its P1 and the finished tables stay. Streaming still starts at P1,
 // and the changes the new copies already hold are skipped, per table, by
-// the rule in copy_filter.go. The slot itself must survive for that; if it
+// the rule of engine.CopyFilter. The slot itself must survive for that; if it
 // is gone, the copy cannot be resumed and says how to start over.
 //
 // Everything that can be checked before copying is checked first: every
@@ -228,7 +229,7 @@ func (c *copier) copyTables(ctx context.Context, tables []*initcopy.Table, point
 		Refused: func(relation string, err error) error {
 			return &TxnError{Op: OpInitialCopy, Relation: relation, Err: err}
 		},
-		CheckSnapshot: func(text string) error { _, err := parseSnapshot(text); return err },
+		CheckSnapshot: func(text string) error { _, err := engine.ParseSnapshot(text); return err },
 	}
 	return ic.CopyTables(ctx, tables, point, snapshot)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/testenv"
 )
@@ -126,7 +128,7 @@ func TestExportedSnapshotXmaxBelowXmin(t *testing.T) {
 		if want := fmt.Sprintf("%d:%d:", x3, x2); text != want {
 			t.Fatalf("exported snapshot %s, want %s: the steps did not produce xmax below xmin", text, want)
 		}
-		snap, err := parseSnapshot(text)
+		snap, err := engine.ParseSnapshot(text)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +139,7 @@ func TestExportedSnapshotXmaxBelowXmin(t *testing.T) {
 			if err := imp.QueryRow(ctx, "SELECT pg_visible_in_snapshot($1::text::xid8, pg_current_snapshot())", strconv.FormatUint(x, 10)).Scan(&pg); err != nil {
 				t.Fatal(err)
 			}
-			if got := snap.visible(uint32(x)); got != pg {
+			if got := snap.Visible(uint32(x)); got != pg {
 				t.Errorf("visible(%d) = %v in %s, PostgreSQL says %v", x, got, text, pg)
 			}
 		}
@@ -156,15 +158,16 @@ func TestExportedSnapshotXmaxBelowXmin(t *testing.T) {
 		if fmt.Sprint(copied) != "[a]" {
 			t.Fatalf("the snapshot holds rows %v, want [a]", copied)
 		}
-		f := &copyFilter{tables: map[sqlgen.Rel]*copiedTable{{Schema: "public", Name: "a"}: {lsn: info.ConsistentPoint, snap: snap}}, until: info.ConsistentPoint}
-		ap := filterApplier()
+		f := engine.NewCopyFilter()
+		f.Add(sqlgen.Rel{Schema: "public", Name: "a"}, &engine.CopiedTable{LSN: info.ConsistentPoint, Snap: snap})
+		rels := relmap.NewCache(false)
+		rels.PutRelation(&protocol.Relation{RelationID: 1, Namespace: "public", Name: "a"})
 		for _, tc := range []struct {
 			who  string
 			xid  uint64
 			held bool
 		}{{"a", x1, true}, {"c", x3, false}} {
-			ap.txn = openTxn{xid: uint32(tc.xid), finalLSN: info.ConsistentPoint - 1}
-			if kept := f.filter(ap, &protocol.Insert{RelationID: 1}) != nil; kept == tc.held {
+			if kept := f.Filter(rels, uint32(tc.xid), info.ConsistentPoint-1, &protocol.Insert{RelationID: 1}) != nil; kept == tc.held {
 				t.Errorf("transaction %s (xid %d): filter kept its change: %v, want %v", tc.who, tc.xid, kept, !tc.held)
 			}
 		}

@@ -28,7 +28,7 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if a.machine.state != stateInPrepare { // (a prepared one stays invisible until COMMIT PREPARED)
+	if !a.machine.InPrepare() { // (a prepared one stays invisible until COMMIT PREPARED)
 		visible, err := waitVisible(ctx, src, a.txn.xid, 10*time.Second)
 		if err != nil {
 			d.closeSource(ctx)

@@ -44,7 +44,7 @@
 // indexes directly; an external applier pays for SQL: bind, plan and
 // executor start-up per statement, and a round trip per batch. Winning that
 // back is doing less per change on the target, so consecutive small source
-// transactions share one target transaction (group.go), a group's changes
+// transactions share one target transaction (engine.Group), a group's changes
 // are reduced to their net effect per row (internal/compact), and each
 // table's net inserts, updates and deletes become one statement each whose
 // rows arrive as binary text[] parameters (internal/compact/rows.go),
@@ -99,15 +99,33 @@
 // progress; permanent ones stop the run with an error naming the relation,
 // the operation, the source transaction and what to do.
 //
-// Structure. txnMachine is the pure part: fed one decoded message at a time,
-// it checks the framing (transactions, stream blocks, prepared transactions)
-// and says what the message means (an event). applier acts on events against
-// a target (applier_target.go: the small interface it needs of the applying
-// connection, and relmap.Catalog for table lookups) and returns what each step
-// did to transactions (an outcome); Run is the loop around both that owns
-// the connections. The engine's decisions are tested without a server:
-// TestTranscripts feeds messages to the applier over a recording fake
-// target (testdata/engine/*.txt), TestAllocs measures its hot path.
+// Structure. engine.Machine (internal/engine) is the pure part: fed one
+// decoded message at a time, it checks the framing (transactions, stream
+// blocks, prepared transactions) and says what the message means (an
+// engine.Event). applier acts on events against a target
+// (applier_target.go: the small interface it needs of the applying
+// connection, and relmap.Catalog for table lookups) and returns what each
+// step did to transactions (an engine.Outcome); Run is the loop around both
+// that owns the connections. The engine's decisions are tested without a
+// server: TestTranscripts feeds messages to the applier over a recording
+// fake target (testdata/engine/*.txt), TestAllocs measures its hot path.
+//
+// The engine's own package (internal/engine) holds, so far, what needs
+// neither the target nor the catalog: engine.Machine, engine.Event,
+// engine.Outcome, engine.AlreadyApplied, engine.OriginTracker,
+// engine.CopyFilter and engine.Group. The applier itself is still here (applier*.go,
+// changes.go, compact_*.go, conflict_sql.go, group.go, skip.go,
+// statements.go, relcache.go, valuecheck.go, rewind.go, stream*.go,
+// prepare*.go, ddl_apply.go), and with it the transcript, fake and
+// allocation tests (engine_*_test.go). What keeps it here (issue 19): the
+// run loop's files reach into its fields (refresh_sync.go,
+// stream_parallel*.go, ddl_source.go, loop.go, run.go: sess, txn, queue,
+// stream, watch, ddl, tp), and it uses apply's exported types (Stats,
+// TxnError, SchemaError, PermanentError, ConflictPolicies, the error
+// sentinels) and Config. The next steps: an engine config struct (the part
+// of Config the applier reads, filled by apply), those types moved with
+// aliases left in apply, and each reach of the loop made a method of the
+// engine; then the applier's files and their tests move.
 //
 // # Glossary
 //
@@ -127,7 +145,7 @@
 //   - settle: drain and record the commits the batch carried as applied
 //     (applier.Settle). A commit counts as applied only once settled.
 //   - group: source transactions folded into one target transaction
-//     (group.go); a group of one is an ordinary transaction.
+//     (engine.Group, group.go); a group of one is an ordinary transaction.
 //   - commit: queue the origin advance and COMMIT of the target
 //     transaction and send them without waiting (applier.commit,
 //     commitGroup). CommitAndSettle commits and waits until settled.
@@ -136,14 +154,14 @@
 //     earlier when it holds too many rows or a message needs the table.
 //   - idle: the stream is quiet (no message at hand); applier.Idle takes
 //     one step towards nothing pending. Between transactions is "no
-//     transaction" (txnMachine), and FlushTracker.Idle means no transaction
+//     transaction" (engine.Machine), and FlushTracker.Idle means no transaction
 //     open and everything applied durable.
 //   - applied: committed (or prepared) on the target and settled: the
 //     origin's progress once durable (applier.Applied). durable: confirmed
 //     by pg_replication_origin_progress(origin, true); only that is
 //     confirmed to the source (state.FlushTracker).
 //   - already applied: at or before the origin's progress, by the one rule
-//     alreadyApplied; such a transaction is skipped.
+//     engine.AlreadyApplied; such a transaction is skipped.
 //   - session: a run's connections from connect to the first error
 //     (session, run.go); the target session is the applying connection
 //     (pipeline.Session), whose replication origin is set up on it
@@ -157,11 +175,12 @@
 //     applier: takeLease and dropLease, functions of the control
 //     connection, outside the file cycle), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: txn.go (txnMachine, message framing), applier.go (the
+//   - Deciding: applier.go (the
 //     applier and Handle's dispatch), applier_commit.go (commit, Settle,
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
-//     group.go (group commit), skip.go (--skip-lsn), origin_filter.go,
+//     group.go (group commit; where a group ends is engine.Group's), skip.go (--skip-lsn), origin_filter.go
+//     (--origin checked; engine.OriginTracker reports it),
 //     conflict.go (kinds, policies), applier_conflict.go (a conflict
 //     logged and counted),
 //     conflict_sql.go (a change's statement wrapped by its policy; the
@@ -176,12 +195,19 @@
 //     other sentinels, SchemaError, ConflictError; IsTransient),
 //     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
 //     rejected value is in).
-//   - Compaction: compact_write.go (write-out, the inserts),
-//     compact_keyed.go (the multi-row UPDATE and DELETE by key),
-//     compact_apply.go (which tables compact; rows packed into array
-//     parameters).
-//   - Packages under internal/ (no cycles between them and apply): pipeline
-//     (the target session, the real target: pipeline.Session queues
+//   - Compaction: compact_write.go (write-out, the inserts, rows packed
+//     into array parameters), compact_keyed.go (the multi-row UPDATE and
+//     DELETE by key); their SQL and the array packing are
+//     internal/compact's (compact.InsertSQL, compact.UpdateSQL,
+//     compact.DeleteSQL, compact.PackArrays); compact_apply.go (which
+//     tables compact; outside the file cycle).
+//   - Packages under internal/ (no cycles between them and apply): engine
+//     (the applier's decisions that need neither target nor catalog:
+//     machine.go, the message framing and its events; outcome.go, the
+//     outcome and the one already-applied rule; origin.go, the origin of
+//     the last transaction; copyfilter.go, the changes a copy holds;
+//     group.go, where a group ends),
+//     pipeline (the target session, the real target: pipeline.Session queues
 //     statements, sends one batch while the next is built, COPY in a batch
 //     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op
 //     and pipeline.Stmt, the bookkeeping shared with the fake), sqlgen
@@ -191,7 +217,8 @@
 //     relation-name type, the quoting of name lists and literals, and the
 //     log form of relations), relmap (relation mapping: relmap.Cache, relmap.Entry, the
 //     target catalog lookups), compact (the net state of a group, key
-//     order, multi-row row sources and chunks), schema (--schema's pg_dump:
+//     order, multi-row row sources and chunks, the multi-row statements'
+//     SQL), schema (--schema's pg_dump:
 //     found, run, its script split and run; the plan of what pre-data
 //     creates and its conflicts), valuecheck (whether the target refuses
 //     one value, asked of the target; a value's shape, never the value),
@@ -207,7 +234,7 @@
 //     workers' origins and initcopy.WorkerOriginName, the one rule naming
 //     them; initcopy.Round1, the rounding of log lines' seconds and
 //     rates);
-//     apply calls them by their own names (sqlgen.Insert, relmap.Entry,
+//     apply calls them by their own names (engine.Machine, sqlgen.Insert, relmap.Entry,
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
 //     registry.Register, timeline.SharedUntil,
 //     copydata.AppendTuple, initcopy.Copier).
@@ -231,8 +258,9 @@
 //     connections and errors), copy_check.go (initcopy's decision and
 //     checks with apply's errors; CopyCheckError), copy_progress.go
 //     (CopyProgress, from initcopy's counts), copy_format.go
-//     (CopyFormat*), copy_filter.go (the streamed changes a copy
-//     holds, skipped), copy_sequences.go (SyncSequences), refresh.go,
+//     (CopyFormat*), copy_filter.go (loadCopyFilter: the copied
+//     tables read for engine.CopyFilter, which skips the streamed changes
+//     a copy holds), copy_sequences.go (SyncSequences), refresh.go,
 //     refresh_state.go, refresh_sync.go; with --schema: schema.go (the
 //     sections created and the phase recorded), schema_plan.go
 //     (internal/schema's plan, pg_dump and errors as apply's; the

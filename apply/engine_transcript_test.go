@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -81,7 +82,7 @@ type engineCase struct {
 	spill   string
 	opts    []datadriven.CmdArg // of new, for restart
 	failed  bool                // the applier returned an error: it is discarded
-	outcome outcome             // of the last step
+	outcome engine.Outcome      // of the last step
 }
 
 func (e *engineCase) run(t *testing.T, d *datadriven.TestData) string {
@@ -245,7 +246,7 @@ func (e *engineCase) report(out *strings.Builder, line string, err error) {
 	}
 }
 
-func transcriptOutcome(o outcome) string {
+func transcriptOutcome(o engine.Outcome) string {
 	var parts []string
 	if o.Began {
 		parts = append(parts, "began")

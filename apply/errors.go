@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
@@ -27,7 +28,8 @@ var ErrNotSupported = errors.New("apply: not supported")
 // ErrProtocolOrder is returned (wrapped) when messages arrive in an order the
 // protocol does not allow: DML outside a transaction, a Commit that does not
 // match its Begin, an Origin after changes, and so on (DESIGN.md invariant 6).
-var ErrProtocolOrder = errors.New("apply: protocol messages out of order")
+// The engine's framing checks (internal/engine) return it.
+var ErrProtocolOrder = engine.ErrProtocolOrder
 
 // ErrSourceIsStandby is returned (as a transient error) when the source
 // host is a standby whose copy of the slot is synchronised from its

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -130,7 +131,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	// For logical replication the XLogData start is the position of the
 	// decoded record (a Commit's is the end of its transaction).
 	s.serverWALEnd = max(s.serverWALEnd, ev.ServerWALEnd, ev.WALStart)
-	s.origins.observe(e, msg)
+	s.origins.Observe(e, msg)
 	s.track(o)
 	s.tracker.Received(ev.WALStart)
 	return nil
@@ -139,7 +140,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 // track keeps the FlushTracker balanced with what the applier did. One
 // message can end several things at once (a group flushed ahead of a
 // transaction that is then skipped), so every flag counts.
-func (s *session) track(o outcome) {
+func (s *session) track(o engine.Outcome) {
 	if o.Began {
 		s.tracker.BeginTxn()
 	}
@@ -171,7 +172,7 @@ func (s *session) idle(ctx context.Context) error {
 
 // tracked runs one of the applier's steps and passes its outcome to the
 // FlushTracker.
-func (s *session) tracked(ctx context.Context, step func(context.Context) (outcome, error)) error {
+func (s *session) tracked(ctx context.Context, step func(context.Context) (engine.Outcome, error)) error {
 	o, err := step(ctx)
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func (s *session) progress(flushed protocol.LSN) Progress {
 		TxnsApplied:   st.TxnsApplied.Load(),
 		Commits:       st.Commits.Load(),
 		Rows:          st.Inserts.Load() + st.Updates.Load() + st.Deletes.Load(),
-		LastOrigin:    s.origins.last,
+		LastOrigin:    s.origins.Last(),
 	}
 	if at != 0 {
 		p.LastCommitAt = at.Time()

@@ -162,7 +162,7 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	}
 	// In flight: a transaction begun and not yet committed (grouped ones
 	// included), or committed and not yet known durable.
-	inFlight := a.machine.InTransaction() || a.group.count > 0 || !s.tracker.Idle()
+	inFlight := a.machine.InTransaction() || a.group.Count > 0 || !s.tracker.Idle()
 	if !inFlight && o.Received <= o.Flushed {
 		o.CaughtUp, o.LagKnown = true, true
 		return o
@@ -171,7 +171,7 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 		o.LagBytes = uint64(o.Received - o.Flushed)
 	}
 	since := o.LastCommitAt
-	if (a.machine.InTransaction() || a.group.count > 0) && a.txn.commitTime != 0 {
+	if (a.machine.InTransaction() || a.group.Count > 0) && a.txn.commitTime != 0 {
 		// The transaction being applied committed on the source after the
 		// last applied one: its age is the tighter estimate, and does not
 		// jump to the length of a quiet spell when a transaction arrives

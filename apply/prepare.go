@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -143,9 +144,9 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 }
 
 // handleTwoPhase acts on the events of two-phase transactions.
-func (a *applier) handleTwoPhase(ctx context.Context, ev event, msg protocol.Message) error {
+func (a *applier) handleTwoPhase(ctx context.Context, ev engine.Event, msg protocol.Message) error {
 	if !a.tp.on {
-		return orderError("%s message, but two-phase decoding was not asked for", msg.Type())
+		return engine.OrderError("%s message, but two-phase decoding was not asked for", msg.Type())
 	}
 	switch m := msg.(type) {
 	case *protocol.BeginPrepare:
@@ -160,5 +161,5 @@ func (a *applier) handleTwoPhase(ctx context.Context, ev event, msg protocol.Mes
 	case *protocol.StreamPrepare:
 		return a.streamPrepare(ctx, m)
 	}
-	return orderError("unexpected %s for two-phase transactions", ev)
+	return engine.OrderError("unexpected %s for two-phase transactions", ev)
 }

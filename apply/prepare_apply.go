@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -34,7 +35,7 @@ func (a *applier) startPrepared(ctx context.Context, xid uint32, prepareLSN prot
 		return false, err
 	}
 	a.tp.gid = gid
-	if !alreadyApplied(prepareLSN, a.applied) {
+	if !engine.AlreadyApplied(prepareLSN, a.applied) {
 		return false, nil
 	}
 	prepared, err := a.sess.IsPrepared(ctx, gid)
@@ -68,7 +69,7 @@ func (a *applier) beginPrepare(ctx context.Context, m *protocol.BeginPrepare) er
 // prepare ends the open transaction with PREPARE TRANSACTION.
 func (a *applier) prepare(ctx context.Context, m *protocol.Prepare) error {
 	if !a.tp.open {
-		// A Prepare without Begin Prepare (see txnMachine): nothing to
+		// A Prepare without Begin Prepare (see engine.Machine): nothing to
 		// prepare on the target. Its outcome then finds no prepared
 		// transaction, as after PostgreSQL 15, which sends nothing at
 		// PREPARE for such a transaction.
@@ -246,7 +247,7 @@ func (a *applier) finishPrepared(ctx context.Context, f finish) error {
 func (a *applier) notPrepared(f *finish, gid string) {
 	ours := a.tp.prepared[gid]
 	delete(a.tp.prepared, gid)
-	if alreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
+	if engine.AlreadyApplied(f.end-1, a.applied) && !ours { // f.end is the record's end
 		// Finished before a restart: the origin is past it.
 		a.log.Debug().Uint32("xid", f.xid).Str("gid", gid).Stringer("end_lsn", f.end).Msg(f.what() + " already applied; skipped")
 		a.tpSkipped()
@@ -267,32 +268,23 @@ func (a *applier) notPrepared(f *finish, gid string) {
 	a.tpEnded()
 }
 
-// tpApplied records the outcome of a two-phase step, for the run loop's
-// FlushTracker. Handle may already have recorded commits of the batch
-// before (Settle): a step that ends a transaction then adds to their count
-// rather than replacing the outcome, so that every Began still meets
-// exactly one end.
+// tpApplied records the outcome of a two-phase step that committed or
+// prepared its transaction, for the run loop's FlushTracker
+// (engine.Outcome.FoldApplied: added to the commits Handle may already
+// have recorded).
 func (a *applier) tpApplied(end protocol.LSN, at protocol.Timestamp) {
-	prior := a.outcome.Applied
-	a.noteApplied(end, at)
-	if prior {
-		a.outcome.Count++
-	}
+	a.applied, a.appliedTime = end, at
+	a.Stats.TxnsApplied.Add(1)
+	a.outcome.FoldApplied(end)
 }
 
+// tpSkipped records a two-phase step that skipped its transaction
+// (engine.Outcome.FoldSkipped).
 func (a *applier) tpSkipped() {
-	if !a.outcome.Applied {
-		a.noteSkipped()
-		return
-	}
 	a.Stats.TxnsSkipped.Add(1)
-	a.outcome.Count++
+	a.outcome.FoldSkipped()
 }
 
-func (a *applier) tpEnded() {
-	if a.outcome.Applied {
-		a.outcome.Count++
-		return
-	}
-	a.outcome.Ended = true
-}
+// tpEnded records a two-phase step that ended its transaction with
+// nothing to commit (engine.Outcome.FoldEnded).
+func (a *applier) tpEnded() { a.outcome.FoldEnded() }

@@ -95,7 +95,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // table is copied in S, and its row turns 'done' with L and S in the same
 // target transaction as its rows, exactly as a resumed initial copy does
 // (copy.go). Streaming then starts at the origin's progress O, which is
-// below L, and the rule of copy_filter.go skips the table's changes that
+// below L, and the rule of engine.CopyFilter skips the table's changes that
 // the copy holds: those of a transaction that committed before L and is
 // visible in S. That rule is exact whatever the table saw before: a
 // transaction that changed it before it was published committed before L

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
@@ -29,7 +30,7 @@ const maxSyncBuffer = 16 << 20
 // as before. The copy commits X's rows with X 'copied'. At the next
 // transaction boundary the session catches X up, in one target
 // transaction: it applies the set-aside changes that S does not hold (the
-// rule of copy_filter.go: a change of a transaction that committed before
+// rule of engine.CopyFilter: a change of a transaction that committed before
 // L and is visible in S is in the copy), turns X 'done', and records the
 // origin at the last source transaction the session has applied, A. From
 // then on X is filtered by the copy filter with L and S like any table
@@ -86,7 +87,7 @@ type syncs struct {
 func (w *tableWatch) begin(ctx context.Context, a *applier, n sqlgen.Rel) error {
 	// One background copy at a time: its temporary slot is named after
 	// the applier's.
-	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.state == stateInPrepare {
+	if w.syncs.start == nil || len(w.syncs.tables) > 0 || a.machine.InStreamBlock() || a.machine.InPrepare() {
 		return &newTablesError{tables: []sqlgen.Rel{n}}
 	}
 	ts, err := w.syncs.start(ctx, n)
@@ -146,7 +147,7 @@ func (w *tableWatch) divert(a *applier, msg protocol.Message) (bool, error) {
 	if ts == nil {
 		return false, nil
 	}
-	if truncate || a.machine.state == stateInPrepare || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
+	if truncate || a.machine.InPrepare() || w.syncs.bytes+len(a.stream.raw) > maxSyncBuffer {
 		return false, &newTablesError{tables: []sqlgen.Rel{ts.name}}
 	}
 	ts.changes = append(ts.changes, syncChange{raw: slices.Clone(a.stream.raw), xid: a.txn.xid, finalLSN: a.txn.finalLSN})
@@ -293,11 +294,11 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err != nil {
 		return fmt.Errorf("reading the copy of table %s in walapply.copy_state: %w", ts.table, err)
 	}
-	ct := &copiedTable{}
-	if ct.lsn, err = protocol.ParseLSN(lsnText); err != nil {
+	ct := &engine.CopiedTable{}
+	if ct.LSN, err = protocol.ParseLSN(lsnText); err != nil {
 		return err
 	}
-	if ct.snap, err = parseSnapshot(snapText); err != nil {
+	if ct.Snap, err = engine.ParseSnapshot(snapText); err != nil {
 		return err
 	}
 	// A decoder of its own: the set-aside messages are decoded out of
@@ -311,7 +312,7 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	a.sess.Begin()
 	skipped := 0
 	for _, c := range ts.changes {
-		if c.finalLSN < ct.lsn && ct.snap.visible(c.xid) {
+		if ct.Holds(c.xid, c.finalLSN) {
 			skipped++
 			continue
 		}
@@ -340,10 +341,9 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		return a.failStmt(ctx, failed, err)
 	}
 	if a.copied == nil {
-		a.copied = &copyFilter{tables: map[sqlgen.Rel]*copiedTable{}}
+		a.copied = engine.NewCopyFilter()
 	}
-	a.copied.tables[ts.name] = ct
-	a.copied.until = max(a.copied.until, ct.lsn)
+	a.copied.Add(ts.name, ct)
 	w := a.watch
 	for _, c := range ts.changes {
 		w.syncs.bytes -= len(c.raw)

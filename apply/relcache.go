@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 )
@@ -14,7 +15,7 @@ import (
 func mappedRelation(ctx context.Context, c *relmap.Cache, cat relmap.Catalog, relid uint32) (*relmap.Entry, error) {
 	e := c.Rels[relid]
 	if e == nil {
-		return nil, orderError("change for relation OID %d before its Relation message", relid)
+		return nil, engine.OrderError("change for relation OID %d before its Relation message", relid)
 	}
 	if e.Mapped {
 		return e, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/registry"
 	"github.com/walapply/walapply/internal/secret"
@@ -113,7 +114,7 @@ type session struct {
 	tracker *state.FlushTracker
 	heard   receipts // when the walsender was last heard from (observe.go)
 	decoder *protocol.Decoder
-	origins originTracker // where the last transaction came from (origin_filter.go)
+	origins engine.OriginTracker // where the last transaction came from
 
 	serverWALEnd protocol.LSN
 	progressed   bool

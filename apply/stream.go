@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -235,27 +236,27 @@ func pathComponent(name string) string {
 }
 
 // handleStream acts on the events of streamed transactions.
-func (a *applier) handleStream(ctx context.Context, ev event, msg protocol.Message) error {
+func (a *applier) handleStream(ctx context.Context, ev engine.Event, msg protocol.Message) error {
 	st := &a.stream
 	if st.dir == nil {
-		return orderError("%s message, but streaming was not asked for", msg.Type())
+		return engine.OrderError("%s message, but streaming was not asked for", msg.Type())
 	}
 	if done, err := a.parallelStream(ctx, ev, msg); done { // stream_parallel.go
 		return err
 	}
 	switch ev {
-	case evStreamStart:
+	case engine.EvStreamStart:
 		return a.streamStart(msg.(*protocol.StreamStart))
-	case evStreamStop:
+	case engine.EvStreamStop:
 		return a.streamStop()
-	case evStreamChange:
+	case engine.EvStreamChange:
 		return a.streamChange(msg)
-	case evStreamAbort:
+	case engine.EvStreamAbort:
 		return a.streamAbort(msg.(*protocol.StreamAbort))
-	case evStreamCommit:
+	case engine.EvStreamCommit:
 		return a.streamCommit(ctx, msg.(*protocol.StreamCommit))
 	}
-	return orderError("unexpected %s for streamed transactions", ev)
+	return engine.OrderError("unexpected %s for streamed transactions", ev)
 }
 
 // streamStart opens the spill file of the block's transaction: a new one for
@@ -266,7 +267,7 @@ func (a *applier) streamStart(m *protocol.StreamStart) error {
 	switch {
 	case m.FirstSegment:
 		if f != nil || st.dir.Has(m.Xid) { // cannot happen: the machine checks first segments
-			return orderError("first Stream Start for xid %d, which has a spill file already", m.Xid)
+			return engine.OrderError("first Stream Start for xid %d, which has a spill file already", m.Xid)
 		}
 		var err error
 		if f, err = st.dir.Create(m.Xid); err != nil {
@@ -274,7 +275,7 @@ func (a *applier) streamStart(m *protocol.StreamStart) error {
 		}
 		st.files[m.Xid] = f
 	case f == nil:
-		return orderError("Stream Start continues xid %d, which has no spill file", m.Xid)
+		return engine.OrderError("Stream Start continues xid %d, which has no spill file", m.Xid)
 	default:
 		if _, err := st.dir.Open(m.Xid); err != nil {
 			return newSpillError(m.Xid, f.Path(), "reopening", err)
@@ -307,11 +308,11 @@ func (a *applier) streamChange(msg protocol.Message) error {
 	st := &a.stream
 	f := st.block
 	if f == nil {
-		return orderError("%s inside a stream block that has no spill file", msg.Type())
+		return engine.OrderError("%s inside a stream block that has no spill file", msg.Type())
 	}
 	subxid := streamedXid(msg)
 	if subxid == 0 {
-		return orderError("%s inside the stream block of xid %d carries no xid", msg.Type(), f.Xid())
+		return engine.OrderError("%s inside the stream block of xid %d carries no xid", msg.Type(), f.Xid())
 	}
 	if len(st.raw) == 0 || protocol.MessageType(st.raw[0]) != msg.Type() {
 		return fmt.Errorf("apply: internal error: the raw bytes of a streamed %s were not passed to the applier", msg.Type())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/protocol"
 )
@@ -103,7 +104,7 @@ func (a *applier) parallelUsable(cfg *Config, xid uint32) bool {
 		return false
 	case a.ddl != nil:
 		return false // --ddl: its messages are applied by the run loop's applier (ddl_apply.go)
-	case a.copied != nil && a.applied < a.copied.until:
+	case a.copied != nil && a.applied < a.copied.Until():
 		return false
 	case a.watch != nil && len(a.watch.syncs.tables) > 0:
 		return false
@@ -114,14 +115,14 @@ func (a *applier) parallelUsable(cfg *Config, xid uint32) bool {
 // parallelStream is the hook in handleStream: it acts on the stream events
 // of transactions applied as they stream, and reports whether it did
 // (false: the spill path acts on it).
-func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Message) (handled bool, err error) {
+func (a *applier) parallelStream(ctx context.Context, ev engine.Event, msg protocol.Message) (handled bool, err error) {
 	defer func() { a.countFallback(err) }()
 	p := a.stream.par
 	if p == nil {
 		return false, nil
 	}
 	switch ev {
-	case evStreamStart:
+	case engine.EvStreamStart:
 		m := msg.(*protocol.StreamStart)
 		w := p.Of(m.Xid)
 		if m.FirstSegment {
@@ -149,7 +150,7 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 		}
 		p.Block = w
 		return true, w.Check()
-	case evStreamStop:
+	case engine.EvStreamStop:
 		w := p.Block
 		if w == nil {
 			return false, nil
@@ -157,14 +158,14 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 		p.Block = nil
 		w.Idle()
 		return true, w.Check()
-	case evStreamChange:
+	case engine.EvStreamChange:
 		w := p.Block
 		if w == nil {
 			return false, nil
 		}
 		w.Add(a.stream.raw, streamedXid(msg))
 		return true, w.Check()
-	case evStreamAbort:
+	case engine.EvStreamAbort:
 		m := msg.(*protocol.StreamAbort)
 		w := p.Of(m.Xid)
 		if w == nil {
@@ -180,7 +181,7 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 		a.log.Debug().Uint32("xid", m.Xid).Uint32("subxid", m.SubXid).
 			Msg("subtransaction of a streamed transaction aborted; rolled back to its savepoint on its parallel connection")
 		return true, w.Check()
-	case evStreamCommit:
+	case engine.EvStreamCommit:
 		m := msg.(*protocol.StreamCommit)
 		w := p.Of(m.Xid)
 		if w == nil {
@@ -196,7 +197,7 @@ func (a *applier) parallelStream(ctx context.Context, ev event, msg protocol.Mes
 func (a *applier) parallelCommit(ctx context.Context, w *parallel.Worker, m *protocol.StreamCommit) error {
 	a.stream.par.Release(m.Xid)
 	a.outcome.Began = true
-	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
+	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: engine.AlreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
 		w.Rollback()
 		a.noteSkipped()

@@ -58,7 +58,8 @@ func newWorkerApplier(cfg *Config, main *applier, id int, sess target, conn work
 	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.Binary, 0)
 	wa.name, wa.policies = main.name, main.policies
 	// The machine stays "inside a transaction", for changeNet.
-	wa.compaction, wa.grouping, wa.machine.state = !cfg.NoCompaction, true, stateInTxn
+	wa.compaction, wa.grouping = !cfg.NoCompaction, true
+	wa.machine.AssumeOrdinary()
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
 	return &workerApplier{a: wa, main: &main.Stats, conn: conn, dec: dec}, nil
 }
@@ -87,7 +88,7 @@ func (c *pgxWorkerConn) Reset()                           { c.sess.Reset() }
 // workerApplier is a parallel worker's applier (parallel.Applier): an
 // applier of its own on the worker's connection, with its relation cache,
 // prepared statements and batch, that runs no state machine (the run
-// loop's txnMachine has checked the framing). Its methods are the
+// loop's engine.Machine has checked the framing). Its methods are the
 // applier's, each failure rolled back and named as the applier does.
 type workerApplier struct {
 	a    *applier

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -17,7 +18,7 @@ import (
 func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) error {
 	// Like a Begin and a Commit at once (see outcome).
 	a.outcome.Began = true
-	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: alreadyApplied(m.CommitLSN, a.applied)}
+	a.txn = openTxn{xid: m.Xid, finalLSN: m.CommitLSN, commitTime: m.CommitTime, skip: engine.AlreadyApplied(m.CommitLSN, a.applied)}
 	if a.txn.skip {
 		if err := a.dropSpilled(m.Xid); err != nil {
 			a.log.Warn().Err(err).Uint32("xid", m.Xid).Msg("removing the spill file of a streamed transaction applied before")
@@ -76,13 +77,13 @@ func (a *applier) streamCommit(ctx context.Context, m *protocol.StreamCommit) er
 func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 	st := &a.stream
 	if st.dir == nil {
-		return orderError("replay of streamed transaction %d, but streaming was not asked for", xid)
+		return engine.OrderError("replay of streamed transaction %d, but streaming was not asked for", xid)
 	}
 	if st.files[xid] == nil {
-		return orderError("replay of streamed transaction %d, which has no spill file in this session", xid)
+		return engine.OrderError("replay of streamed transaction %d, which has no spill file in this session", xid)
 	}
 	if st.block != nil && st.block.Xid() == xid {
-		return orderError("replay of streamed transaction %d inside its own stream block", xid)
+		return engine.OrderError("replay of streamed transaction %d inside its own stream block", xid)
 	}
 	path := st.dir.Path(xid)
 	r, err := st.dir.OpenReader(xid)
@@ -108,8 +109,8 @@ func (a *applier) replaySpilled(ctx context.Context, xid uint32) error {
 			// before streaming (refresh_sync.go).
 			return a.fail(ctx, &newTablesError{tables: []sqlgen.Rel{ts.name}})
 		}
-		if msg = a.copied.filter(a, msg); msg == nil {
-			continue // the table's initial copy holds it (copy_filter.go)
+		if msg = a.copied.Filter(a.rels, a.txn.xid, a.txn.finalLSN, msg); msg == nil {
+			continue // the table's initial copy holds it (engine.CopyFilter)
 		}
 		if ins, ok := msg.(*protocol.Insert); ok {
 			if ins.RelationID != runRel {

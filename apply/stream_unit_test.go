@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/internal/spillfs"
 	"github.com/walapply/walapply/protocol"
@@ -92,7 +93,7 @@ func spillApplier(t *testing.T, fsys state.FS) (*applier, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &applier{log: zerolog.Nop(), machine: newTxnMachine(), rels: relmap.NewCache(false), stream: st}
+	a := &applier{log: zerolog.Nop(), machine: engine.NewMachine(), rels: relmap.NewCache(false), stream: st}
 	return a, dir
 }
 

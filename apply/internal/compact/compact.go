@@ -4,8 +4,9 @@
 // array parameter per column (rows.go), cut into chunks of few sizes so
 // that each table needs few prepared statements; rows to update or delete
 // are sorted by key first (order.go), so that the target's index lookups
-// stay on neighbouring pages. The applier writes the net state out
-// (apply's compact_write.go).
+// stay on neighbouring pages. The SQL of the multi-row INSERT, UPDATE and
+// DELETE, with the missing-row search of the last two, is statements.go's;
+// the applier writes the net state out with them (apply's compact_write.go).
 package compact
 
 import (

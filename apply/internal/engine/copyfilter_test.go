@@ -1,4 +1,4 @@
-package apply
+package engine
 
 import (
 	"fmt"
@@ -16,35 +16,35 @@ import (
 func TestParseSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want copySnapshot
+		want CopySnapshot
 		err  string
 	}{
-		{in: "10:20:", want: copySnapshot{xmin: 10, xmax: 20}},
-		{in: "10:20:15,11,19", want: copySnapshot{xmin: 10, xmax: 20, xip: []uint64{11, 15, 19}}},
-		{in: "4294967300:4294967310:4294967301", want: copySnapshot{xmin: 4294967300, xmax: 4294967310, xip: []uint64{4294967301}}},
+		{in: "10:20:", want: CopySnapshot{xmin: 10, xmax: 20}},
+		{in: "10:20:15,11,19", want: CopySnapshot{xmin: 10, xmax: 20, xip: []uint64{11, 15, 19}}},
+		{in: "4294967300:4294967310:4294967301", want: CopySnapshot{xmin: 4294967300, xmax: 4294967310, xip: []uint64{4294967301}}},
 		{in: "10:20", err: "want xmin:xmax:xip-list"},
 		{in: "x:20:", err: "xmin"},
 		{in: "10:y:", err: "xmax"},
 		// xmax below xmin: a slot's exported snapshot after aborts
-		// (see copySnapshot); it lists no xid.
-		{in: "2863:2862:", want: copySnapshot{xmin: 2863, xmax: 2862}},
-		{in: "20:10:", want: copySnapshot{xmin: 20, xmax: 10}},
-		{in: "4294967300:4294967290:", want: copySnapshot{xmin: 4294967300, xmax: 4294967290}},
+		// (see CopySnapshot); it lists no xid.
+		{in: "2863:2862:", want: CopySnapshot{xmin: 2863, xmax: 2862}},
+		{in: "20:10:", want: CopySnapshot{xmin: 20, xmax: 10}},
+		{in: "4294967300:4294967290:", want: CopySnapshot{xmin: 4294967300, xmax: 4294967290}},
 		{in: "2863:2862:2862", err: "outside"},
 		{in: "20:10:15", err: "outside"},
 		{in: "10:20:9", err: "outside"},
 		{in: "10:20:20", err: "outside"},
 		{in: "10:20:1a", err: "xip"},
 	} {
-		got, err := parseSnapshot(tc.in)
+		got, err := ParseSnapshot(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseSnapshot(%q) error = %v, want one containing %q", tc.in, err, tc.err)
+				t.Errorf("ParseSnapshot(%q) error = %v, want one containing %q", tc.in, err, tc.err)
 			}
 			continue
 		}
 		if err != nil || got.xmin != tc.want.xmin || got.xmax != tc.want.xmax || !slices.Equal(got.xip, tc.want.xip) {
-			t.Errorf("parseSnapshot(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			t.Errorf("ParseSnapshot(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
 }
@@ -73,7 +73,7 @@ func TestWidenXid(t *testing.T) {
 
 func TestSnapshotVisible(t *testing.T) {
 	const epoch = uint64(1) << 32
-	s := copySnapshot{xmin: epoch + 100, xmax: epoch + 110, xip: []uint64{epoch + 100, epoch + 105}}
+	s := CopySnapshot{xmin: epoch + 100, xmax: epoch + 110, xip: []uint64{epoch + 100, epoch + 105}}
 	for xid, want := range map[uint32]bool{
 		50:  true,  // finished before xmin
 		99:  true,  // idem
@@ -84,34 +84,38 @@ func TestSnapshotVisible(t *testing.T) {
 		110: false, // started after the snapshot
 		500: false,
 	} {
-		if got := s.visible(xid); got != want {
+		if got := s.Visible(xid); got != want {
 			t.Errorf("visible(%d) = %v, want %v", xid, got, want)
 		}
 	}
 }
 
-// filterApplier is an applier with relations 1 (public.a), 2 (public.b)
-// and 3 (s.c), for the filter's tests.
-func filterApplier() *applier {
-	a := &applier{rels: relmap.NewCache(false)}
+// filterRels is a relation cache with relations 1 (public.a), 2
+// (public.b) and 3 (s.c), for the filter's tests.
+func filterRels() *relmap.Cache {
+	rels := relmap.NewCache(false)
 	for i, n := range []sqlgen.Rel{{Schema: "public", Name: "a"}, {Schema: "public", Name: "b"}, {Schema: "s", Name: "c"}} {
-		a.rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.Schema, Name: n.Name})
+		rels.PutRelation(&protocol.Relation{RelationID: uint32(i + 1), Namespace: n.Schema, Name: n.Name})
 	}
-	return a
+	return rels
 }
 
 func TestCopyFilter(t *testing.T) {
-	snap, err := parseSnapshot("100:120:100,115")
+	snap, err := ParseSnapshot("100:120:100,115")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// public.b was copied in the snapshot at 0/5000, s.c at 0/6000 in
 	// the same snapshot; public.a is not filtered.
-	f := &copyFilter{tables: map[sqlgen.Rel]*copiedTable{
-		{Schema: "public", Name: "b"}: {lsn: 0x5000, snap: snap},
-		{Schema: "s", Name: "c"}:      {lsn: 0x6000, snap: snap},
-	}, until: 0x6000}
-	a := filterApplier()
+	f := NewCopyFilter()
+	f.Add(sqlgen.Rel{Schema: "public", Name: "b"}, &CopiedTable{LSN: 0x5000, Snap: snap})
+	f.Add(sqlgen.Rel{Schema: "s", Name: "c"}, &CopiedTable{LSN: 0x6000, Snap: snap})
+	if f.Until() != 0x6000 || f.Len() != 2 {
+		t.Fatalf("filter until %s over %d tables, want 0/6000 over 2", f.Until(), f.Len())
+	}
+	rels := filterRels()
+	var xid uint32
+	var final protocol.LSN
 	ins := func(rel uint32) protocol.Message { return &protocol.Insert{RelationID: rel} }
 	for _, tc := range []struct {
 		name  string
@@ -137,8 +141,8 @@ func TestCopyFilter(t *testing.T) {
 		{"unknown relation", 101, 0x4000, ins(9), true},
 		{"logical message", 101, 0x4000, &protocol.LogicalMessage{}, true},
 	} {
-		a.txn = openTxn{xid: tc.xid, finalLSN: tc.final}
-		got := f.filter(a, tc.msg)
+		xid, final = tc.xid, tc.final
+		got := f.Filter(rels, xid, final, tc.msg)
 		if kept := got != nil; kept != tc.kept || (kept && got != tc.msg) {
 			t.Errorf("%s: filter returned %v, want kept=%v (the same message)", tc.name, got, tc.kept)
 		}
@@ -146,29 +150,29 @@ func TestCopyFilter(t *testing.T) {
 
 	// TRUNCATE of several tables keeps the tables whose copies do not
 	// hold it.
-	a.txn = openTxn{xid: 101, finalLSN: 0x4000}
+	xid, final = 101, 0x4000
 	tr := &protocol.Truncate{Options: protocol.TruncateCascade, RelationIDs: []uint32{1, 2, 3}}
-	got, ok := f.filter(a, tr).(*protocol.Truncate)
+	got, ok := f.Filter(rels, xid, final, tr).(*protocol.Truncate)
 	if !ok || !slices.Equal(got.RelationIDs, []uint32{1}) || got.Options != protocol.TruncateCascade {
 		t.Errorf("filtered TRUNCATE = %+v, want relations [1] with CASCADE", got)
 	}
 	if !slices.Equal(tr.RelationIDs, []uint32{1, 2, 3}) {
 		t.Errorf("the filter changed the message it was given: %v", tr.RelationIDs)
 	}
-	if got := f.filter(a, &protocol.Truncate{RelationIDs: []uint32{2, 3}}); got != nil {
+	if got := f.Filter(rels, xid, final, &protocol.Truncate{RelationIDs: []uint32{2, 3}}); got != nil {
 		t.Errorf("TRUNCATE of filtered tables only = %+v, want nil", got)
 	}
-	if got := f.filter(a, tr); got == tr {
+	if got := f.Filter(rels, xid, final, tr); got == tr {
 		t.Error("TRUNCATE with a filtered table came back unchanged")
 	}
-	a.txn.finalLSN = 0x7000
-	if got := f.filter(a, tr); got != tr {
+	final = 0x7000
+	if got := f.Filter(rels, xid, final, tr); got != tr {
 		t.Errorf("TRUNCATE after every copy point = %+v, want the message itself", got)
 	}
 
-	var nilFilter *copyFilter
-	a.txn = openTxn{xid: 101, finalLSN: 0x10}
-	if m := ins(2); nilFilter.filter(a, m) != m {
+	var nilFilter *CopyFilter
+	xid, final = 101, 0x10
+	if m := ins(2); nilFilter.Filter(rels, xid, final, m) != m {
 		t.Error("a nil filter dropped a change")
 	}
 }
@@ -176,7 +180,7 @@ func TestCopyFilter(t *testing.T) {
 // pgVisible is PostgreSQL's rule for a snapshot (XidInMVCCSnapshot,
 // pg_visible_in_snapshot), on full xids: below xmin finished, from xmax on
 // not started, in between running when listed.
-func pgVisible(s copySnapshot, x uint64) bool {
+func pgVisible(s CopySnapshot, x uint64) bool {
 	if x < s.xmin {
 		return true
 	}
@@ -207,9 +211,9 @@ func TestSnapshotVisibleExported(t *testing.T) {
 		// Across an epoch boundary, xmax below xmin.
 		{in: "4294967298:4294967295:", lo: epoch - 3, hi: epoch + 5, visible: []uint64{epoch - 3, epoch - 2, epoch - 1, epoch, epoch + 1}},
 	} {
-		s, err := parseSnapshot(tc.in)
+		s, err := ParseSnapshot(tc.in)
 		if err != nil {
-			t.Errorf("parseSnapshot(%q): %v", tc.in, err)
+			t.Errorf("ParseSnapshot(%q): %v", tc.in, err)
 			continue
 		}
 		for x := tc.lo; x < tc.hi; x++ {
@@ -217,7 +221,7 @@ func TestSnapshotVisibleExported(t *testing.T) {
 			if pg := pgVisible(s, x); pg != want {
 				t.Fatalf("%s: the test's table says %d visible=%v, PostgreSQL's rule %v", tc.in, x, want, pg)
 			}
-			if got := s.visible(uint32(x)); got != want {
+			if got := s.Visible(uint32(x)); got != want {
 				t.Errorf("%s: visible(%d) = %v, want %v", tc.in, x, got, want)
 			}
 		}
@@ -239,7 +243,7 @@ func FuzzSnapshotVisible(f *testing.F) {
 		if d < -int64(xmin-3) {
 			d = -int64(xmin - 3)
 		}
-		s := copySnapshot{xmin: xmin, xmax: uint64(int64(xmin) + d)}
+		s := CopySnapshot{xmin: xmin, xmax: uint64(int64(xmin) + d)}
 		var xip []string
 		for x := s.xmin; x < s.xmax; x++ {
 			if mask&(1<<(x-s.xmin)) != 0 {
@@ -248,13 +252,13 @@ func FuzzSnapshotVisible(f *testing.F) {
 			}
 		}
 		text := fmt.Sprintf("%d:%d:%s", s.xmin, s.xmax, strings.Join(xip, ","))
-		got, err := parseSnapshot(text)
+		got, err := ParseSnapshot(text)
 		if err != nil {
-			t.Fatalf("parseSnapshot(%q): %v", text, err)
+			t.Fatalf("ParseSnapshot(%q): %v", text, err)
 		}
 		lo, hi := min(s.xmin, s.xmax), max(s.xmin, s.xmax)
 		for x := lo - min(lo, 3); x < hi+3; x++ {
-			if v, want := got.visible(uint32(x)), pgVisible(s, x); v != want {
+			if v, want := got.Visible(uint32(x)), pgVisible(s, x); v != want {
 				t.Fatalf("%s: visible(%d) = %v, PostgreSQL says %v", text, x, v, want)
 			}
 		}
