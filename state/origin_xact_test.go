@@ -187,11 +187,7 @@ func TestOriginAbortAdvances(t *testing.T) {
 		if err := SessionSetup(ctx, gone, name); err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []string{"BEGIN", "INSERT INTO t VALUES (9)"} {
-			if _, err := gone.Exec(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.MustExecConn(t, ctx, gone, "BEGIN", "INSERT INTO t VALUES (9)")
 		if err := xactSetup(ctx, gone, 0x9000, time.Now()); err != nil {
 			t.Fatal(err)
 		}
