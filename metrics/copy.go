@@ -8,6 +8,8 @@ import (
 	"github.com/walapply/walapply/apply"
 )
 
+// copyState is the Collector's record of copies.
+//
 // The initial copy (and the copy of tables published later), as the
 // Collector sees it through apply.CopyObserver:
 //
@@ -20,8 +22,6 @@ import (
 // "copying" tables are 'pending' in walapply.copy_state and being copied
 // at this moment; "done" counts 'done' and 'copied' ones. The counters
 // count work done, also of an attempt that failed and was repeated.
-
-// copyState is the Collector's record of copies.
 type copyState struct {
 	last    apply.CopyProgress // the latest snapshot
 	seen    bool

@@ -8,6 +8,8 @@ import (
 	"github.com/walapply/walapply/apply"
 )
 
+// lastError is the Collector's record of the last error.
+//
 // The last error that ended a session, for alerts that must see a
 // permanent error (walapply run --on-permanent-error wait keeps the
 // process up, not ready, serving these):
@@ -18,8 +20,6 @@ import (
 // The info series is one at a time (the last error's); its label values
 // are bounded by the tables, operations and SQLSTATEs there are, and by
 // one commit LSN.
-
-// lastError is the Collector's record of the last error.
 type lastError struct {
 	at    time.Time
 	kind  string

@@ -308,7 +308,7 @@ func runAllTypesWorkload(t *testing.T, ctx context.Context, s1, s2, so *pgx.Conn
 	)
 }
 
-// diffLines shows two transcripts side by side from the first difference.
+// diffTranscripts shows two transcripts side by side from the first difference.
 func diffTranscripts(want, got []string) string {
 	var b strings.Builder
 	i := 0

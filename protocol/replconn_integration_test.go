@@ -14,14 +14,14 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// testCtx bounds one integration test; nothing here should take long.
+// replTestCtx bounds one integration test; nothing here should take long.
 func replTestCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// startSource starts a source cluster that streams large transactions early.
+// startReplSource starts a source cluster that streams large transactions early.
 func startReplSource(t *testing.T, version int) *testenv.Cluster {
 	t.Helper()
 	return testenv.NewCluster(t, testenv.Options{Version: version, Settings: map[string]string{
@@ -31,7 +31,7 @@ func startReplSource(t *testing.T, version int) *testenv.Cluster {
 	}})
 }
 
-// connect opens an SQL session on the source.
+// sqlSession opens an SQL session on the source, closed at the test's end.
 func sqlSession(t *testing.T, ctx context.Context, c *testenv.Cluster) *pgx.Conn {
 	t.Helper()
 	conn, err := c.Connect(ctx, "postgres")

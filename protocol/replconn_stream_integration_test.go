@@ -11,7 +11,7 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// receiveMessage returns the next decoded pgoutput message, skipping
+// receiveDecoded returns the next decoded pgoutput message, skipping
 // keepalives, and the XLogData's WAL start.
 func receiveDecoded(t *testing.T, ctx context.Context, s *protocol.ReplStream, dec *protocol.Decoder) (protocol.Message, protocol.LSN) {
 	t.Helper()

@@ -119,7 +119,7 @@ func shortValue(b []byte) string {
 	return string(b)
 }
 
-// streamedChange checks the xid of a change: inside a block it must be set
+// changeXid checks the xid of a change: inside a block it must be set
 // (the top-level or a subtransaction xid), outside it is absent.
 func (tr *transcript) changeXid(streamed bool, xid uint32) string {
 	inBlock := tr.streamXid != 0

@@ -25,20 +25,11 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// queryString runs a query returning one text value.
+// queryString runs a query returning one text value in database postgres
+// of c (queryAs on c's connection string).
 func queryString(t *testing.T, c *testenv.Cluster, sql string) string {
 	t.Helper()
-	ctx := testCtx(t)
-	conn, err := c.Connect(ctx, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var s string
-	if err := conn.QueryRow(ctx, sql).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return s
+	return queryAs(t, testCtx(t), c.ConnString("postgres"), sql)
 }
 
 func TestCluster(t *testing.T) {

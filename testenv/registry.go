@@ -15,14 +15,14 @@ import (
 	"time"
 )
 
+// registry holds the open clusters of this process and the ports they use.
+//
 // The clusters of all test processes of one user live in one parent
 // directory, each in a subdirectory named "<pid>-<start time>-<random>"
 // after the process that owns it. A process that dies without cleaning up
 // (SIGKILL, a test timeout's panic) leaves its directories behind; the next
 // process to start a cluster finds their owner gone and removes them. The
 // servers themselves die with their owner (see startProcess).
-
-// registry holds the open clusters of this process and the ports they use.
 var registry struct {
 	sync.Mutex
 	clusters map[*Cluster]struct{}

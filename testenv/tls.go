@@ -1,27 +1,5 @@
 package testenv
 
-// TLS for throwaway clusters. Options.TLS makes a certificate authority of
-// the cluster's own (a fresh ECDSA key, valid for a day), a server
-// certificate signed by it, and turns on ssl with them; ClientCert issues
-// client certificates from the same authority for `cert` authentication.
-// Everything lives in the cluster's directory (tls/) and goes with it on
-// Close. The authority's key stays readable by the test process only; the
-// server's key belongs to the server user with mode 0600, as PostgreSQL
-// demands.
-//
-// Authentication stays what Options.HBA says: TLS only adds the hostssl
-// lines' transport. For example
-//
-//	HBA: []string{
-//		"hostssl all alice 127.0.0.1/32 cert",
-//		"hostssl all,replication bob 127.0.0.1/32 scram-sha-256",
-//		"hostnossl all alice,bob 127.0.0.1/32 reject",
-//	}
-//
-// makes alice log in with a client certificate whose CN is "alice", bob with
-// his password over TLS, and neither of them without TLS; every other user
-// (postgres included) is still trusted with or without TLS.
-
 import (
 	"context"
 	"crypto/ecdsa"
@@ -47,6 +25,28 @@ import (
 )
 
 // TLSOptions turns on TLS for a cluster (Options.TLS).
+//
+// TLS for throwaway clusters. Options.TLS makes a certificate authority of
+// the cluster's own (a fresh ECDSA key, valid for a day), a server
+// certificate signed by it, and turns on ssl with them; ClientCert issues
+// client certificates from the same authority for `cert` authentication.
+// Everything lives in the cluster's directory (tls/) and goes with it on
+// Close. The authority's key stays readable by the test process only; the
+// server's key belongs to the server user with mode 0600, as PostgreSQL
+// demands.
+//
+// Authentication stays what Options.HBA says: TLS only adds the hostssl
+// lines' transport. For example
+//
+//	HBA: []string{
+//		"hostssl all alice 127.0.0.1/32 cert",
+//		"hostssl all,replication bob 127.0.0.1/32 scram-sha-256",
+//		"hostnossl all alice,bob 127.0.0.1/32 reject",
+//	}
+//
+// makes alice log in with a client certificate whose CN is "alice", bob with
+// his password over TLS, and neither of them without TLS; every other user
+// (postgres included) is still trusted with or without TLS.
 type TLSOptions struct {
 	// ServerNames are the DNS names and IP addresses the server
 	// certificate is valid for. Empty means 127.0.0.1, the one address the

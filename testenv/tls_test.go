@@ -135,6 +135,8 @@ func TestTLSOff(t *testing.T) {
 	}
 }
 
+// queryAs runs a query returning one text value on a connection of its
+// own to connString.
 func queryAs(t *testing.T, ctx context.Context, connString, sql string) string {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, connString)

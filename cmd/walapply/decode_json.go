@@ -11,6 +11,8 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
+// decodeJSON builds one JSON object at a time, keys in the order written.
+//
 // The output format of 'walapply decode': one JSON object per pgoutput
 // message, keys in a fixed order, "type" and "wal_start" (the XLogData's WAL
 // position) first, then the message's fields. LSNs are "X/Y" strings, times
@@ -18,8 +20,6 @@ import (
 // from the Relation cache and lists columns as {name, kind, value}: kind is
 // text, binary (value_hex), null or unchanged_toast. A text value or message
 // content that is not valid UTF-8 comes as hex under value_hex/content_hex.
-
-// decodeJSON builds one JSON object at a time, keys in the order written.
 type decodeJSON struct {
 	b     []byte
 	first bool

@@ -22,11 +22,7 @@ func TestDecodeTemporarySlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		for _, sql := range []string{"CREATE TABLE t (id int PRIMARY KEY)", "CREATE PUBLICATION pub FOR TABLE t"} {
-			if _, err := conn.Exec(ctx, sql); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.MustExecConn(t, ctx, conn, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE PUBLICATION pub FOR TABLE t")
 		slots := func() string {
 			var s string
 			if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(slot_name || ' temporary=' || temporary, ','), '') FROM pg_replication_slots`).Scan(&s); err != nil {

@@ -10,18 +10,6 @@ import (
 	"strings"
 )
 
-// The command line's conventions, one set for every command:
-//
-//   - -h or --help prints the command's usage on stdout and exits 0.
-//   - A flag the command does not have, a value that does not parse and a
-//     required flag left out are usage errors: one line on stderr naming
-//     every problem at once (all missing required flags together), then a
-//     pointer to -h, and exit status 2.
-//   - Every flag falls back to an environment variable WALAPPLY_<FLAG>
-//     (envName); a flag given on the command line wins. A variable whose
-//     value does not parse says which one and what type it wants.
-//   - Any other failure exits 1.
-
 // usageError is a mistake on the command line or in a WALAPPLY_*
 // variable: main prints it with a pointer to -h and exits 2.
 type usageError struct{ msg string }
@@ -39,6 +27,18 @@ func (e *helpRequest) Unwrap() error { return flag.ErrHelp }
 // environment fallback: flag "spill-dir" reads WALAPPLY_SPILL_DIR. Its
 // usage is the command's summary and an aligned table of its flags; a
 // command with more to say sets fs.Usage and calls writeFlags.
+//
+// The command line's conventions, one set for every command:
+//
+//   - -h or --help prints the command's usage on stdout and exits 0.
+//   - A flag the command does not have, a value that does not parse and a
+//     required flag left out are usage errors: one line on stderr naming
+//     every problem at once (all missing required flags together), then a
+//     pointer to -h, and exit status 2.
+//   - Every flag falls back to an environment variable WALAPPLY_<FLAG>
+//     (envName); a flag given on the command line wins. A variable whose
+//     value does not parse says which one and what type it wants.
+//   - Any other failure exits 1.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("walapply "+name, flag.ContinueOnError)
 	if printed != nil {

@@ -10,6 +10,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// jsonTimeFormat is RFC 3339 with milliseconds.
+const jsonTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// newLogger logs JSON lines, or readable console lines when w is a
+// terminal (format "auto"), or as format says ("json", "console").
+//
 // The log's conventions (README "Logging"):
 //
 //   - JSON lines by default when stderr is not a terminal; "time" is
@@ -25,12 +31,6 @@ import (
 //   - A relation is schema.name, unquoted (as PostgreSQL's own messages
 //     name relations), under "relation".
 //   - walapply run's every line carries "applier", the applier's name.
-
-// jsonTimeFormat is RFC 3339 with milliseconds.
-const jsonTimeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-// newLogger logs JSON lines, or readable console lines when w is a
-// terminal (format "auto"), or as format says ("json", "console").
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {

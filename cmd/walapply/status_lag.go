@@ -8,15 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The slot's lag in time. pg_stat_replication's flush_lag is what the
-// walsender measured: how long the applier took to confirm recent WAL as
-// durable. PostgreSQL shows that view's columns only to roles with the
-// privileges of pg_read_all_stats; a REPLICATION-only role (the source
-// role of docs/SECURITY.md) sees the walsender's pid and nulls. What every
-// role sees is the slot's confirmed_flush_lsn and pg_current_wal_lsn(), so
-// status measures the same thing itself: it reads the source's current
-// position, and waits (at most lagMeasureFor) until the slot confirms it.
-
 const (
 	lagFromView     = "pg_stat_replication.flush_lag"
 	lagFromMeasured = "measured by status: the time until the slot confirmed the source's position at the start of status"
@@ -27,6 +18,15 @@ var lagMeasureFor = 3 * time.Second
 
 // measureLag fills in s.Slot's LagSeconds (or LagNote) when the view
 // gave none: hidden says that it hides its columns from this role.
+//
+// The slot's lag in time. pg_stat_replication's flush_lag is what the
+// walsender measured: how long the applier took to confirm recent WAL as
+// durable. PostgreSQL shows that view's columns only to roles with the
+// privileges of pg_read_all_stats; a REPLICATION-only role (the source
+// role of docs/SECURITY.md) sees the walsender's pid and nulls. What every
+// role sees is the slot's confirmed_flush_lsn and pg_current_wal_lsn(), so
+// status measures the same thing itself: it reads the source's current
+// position, and waits (at most lagMeasureFor) until the slot confirms it.
 func measureLag(ctx context.Context, conn *pgx.Conn, slot string, s *sourceStatus, hidden bool) error {
 	sl := s.Slot
 	why := "the walsender has not measured it yet"

@@ -11,15 +11,6 @@ import (
 	"github.com/walapply/walapply/apply"
 )
 
-// A table being copied is 'pending' in walapply.copy_state until its copy
-// commits, with the copy's own rows: they are uncommitted, and status, a
-// process of its own, cannot see them. The target's pg_stat_progress_copy
-// (PostgreSQL 14+) can: tuples_processed and bytes_processed of the COPY
-// FROM backend of each copy worker ("walapply <name> copy N"). It writes
-// nothing, and needs no grant: PostgreSQL shows a role the progress of
-// its own backends (status run as another role, without
-// pg_read_all_stats, sees no progress, and says so).
-
 // tableProgress is a table being copied now.
 type tableProgress struct {
 	PID        int32   `json:"pid"` // the target backend running its COPY FROM
@@ -35,6 +26,15 @@ type tableProgress struct {
 }
 
 // readCopyProgress fills in Copying of the applier's tables being copied.
+//
+// A table being copied is 'pending' in walapply.copy_state until its copy
+// commits, with the copy's own rows: they are uncommitted, and status, a
+// process of its own, cannot see them. The target's pg_stat_progress_copy
+// (PostgreSQL 14+) can: tuples_processed and bytes_processed of the COPY
+// FROM backend of each copy worker ("walapply <name> copy N"). It writes
+// nothing, and needs no grant: PostgreSQL shows a role the progress of
+// its own backends (status run as another role, without
+// pg_read_all_stats, sees no progress, and says so).
 func readCopyProgress(ctx context.Context, conn *pgx.Conn, a *applierStatus) error {
 	var have bool
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass('pg_catalog.pg_stat_progress_copy') IS NOT NULL`).Scan(&have); err != nil || !have {

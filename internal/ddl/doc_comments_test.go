@@ -7,3 +7,7 @@ import (
 )
 
 func TestDesignCommentsAttached(t *testing.T) { doccheck.Check(t) }
+
+// TestDocCommentNames fails when a doc comment of this package starts with
+// a name the package no longer has (renamed without its comment).
+func TestDocCommentNames(t *testing.T) { doccheck.CheckNames(t) }

@@ -4,8 +4,13 @@
 // by a blank line, or sitting between the package clause or the imports and
 // the first declaration, belongs to nothing, so go doc leaves it out.
 //
+// It also finds doc comments that start with a name the package no longer
+// has (Misnamed): a declaration renamed without its comment, which go doc
+// shows under the new name with the old one.
+//
 // Packages call Detached from a test so that a design comment detached again
-// fails the build's tests, not a reader months later.
+// fails the build's tests, not a reader months later (Check; CheckNames for
+// Misnamed).
 package doccheck
 
 import (

@@ -18,3 +18,17 @@ func TestDetached(t *testing.T) {
 		t.Errorf("Detached(testdata/detached) =\n%q\nwant\n%q", got, want)
 	}
 }
+
+func TestMisnamed(t *testing.T) {
+	got, err := Misnamed("testdata/misnamed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"misnamed.go:4: doc of newName starts with oldName",
+		"misnamed.go:12: doc of Renamed starts with helperFunc",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Misnamed(testdata/misnamed) =\n%q\nwant\n%q", got, want)
+	}
+}
