@@ -80,7 +80,11 @@ const streamReadBuffer = 256 << 10
 // buffer's window, scaled down by the bookkeeping of small segments) and
 // so keeps reopening the window. A larger buffer with TCP_WINDOW_CLAMP,
 // pausing unless 8 or 16 KiB wait, and an adaptive clamp (which stalled)
-// did not help (session 10). Across a network, where the buffer is the
+// did not help (session 10); but a clamp set on a connected socket does
+// not bind on Linux 6.18, and set before connect a 4 or 16 KiB clamp
+// brought more segments, not fewer. A 12 or 20 ms pause brought fewer
+// (small with the neighbour 1.30 → 1.12, 1.03 of builtin), unsettled on a
+// quiet machine (BENCHMARKS.md, "The read pause with the neighbour"). Across a network, where the buffer is the
 // kernel's, the pause is not measured.
 //
 // While it pauses, the goroutine sleeps in the kernel with the socket's
