@@ -17,15 +17,8 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 	if !a.compaction || !a.grouping || !a.machine.InOrdinary() || a.txn.finalLSN <= a.noGroupThrough {
 		return a.change(ctx, msg)
 	}
-	var relid uint32
-	switch m := msg.(type) {
-	case *protocol.Insert:
-		relid = m.RelationID
-	case *protocol.Update:
-		relid = m.RelationID
-	case *protocol.Delete:
-		relid = m.RelationID
-	default: // TRUNCATE: everything pending goes first
+	relid, ok := protocol.RowRelation(msg)
+	if !ok { // TRUNCATE: everything pending goes first
 		if err := a.writeOut(ctx); err != nil {
 			return err
 		}

@@ -110,3 +110,18 @@ const (
 const (
 	ColumnFlagKey uint8 = 1 << 0
 )
+
+// RowRelation returns the relation of a row change (Insert, Update or
+// Delete); ok is false for every other message, Truncate included, which
+// names several.
+func RowRelation(msg Message) (relid uint32, ok bool) {
+	switch m := msg.(type) {
+	case *Insert:
+		return m.RelationID, true
+	case *Update:
+		return m.RelationID, true
+	case *Delete:
+		return m.RelationID, true
+	}
+	return 0, false
+}

@@ -174,37 +174,31 @@ func (f *CopyFilter) Filter(rels *relmap.Cache, xid uint32, final protocol.LSN, 
 	if f == nil || final >= f.until {
 		return msg
 	}
-	var relid uint32
-	switch m := msg.(type) {
-	case *protocol.Insert:
-		relid = m.RelationID
-	case *protocol.Update:
-		relid = m.RelationID
-	case *protocol.Delete:
-		relid = m.RelationID
-	case *protocol.Truncate:
-		keep := make([]uint32, 0, len(m.RelationIDs))
-		for _, id := range m.RelationIDs {
-			if !f.holds(rels, xid, final, id) {
-				keep = append(keep, id)
-			}
-		}
-		if len(keep) == len(m.RelationIDs) {
-			return msg
-		}
-		if len(keep) == 0 {
+	if relid, ok := protocol.RowRelation(msg); ok {
+		if f.holds(rels, xid, final, relid) {
 			return nil
 		}
-		cp := *m
-		cp.RelationIDs = keep
-		return &cp
-	default:
 		return msg
 	}
-	if f.holds(rels, xid, final, relid) {
+	m, ok := msg.(*protocol.Truncate)
+	if !ok {
+		return msg
+	}
+	keep := make([]uint32, 0, len(m.RelationIDs))
+	for _, id := range m.RelationIDs {
+		if !f.holds(rels, xid, final, id) {
+			keep = append(keep, id)
+		}
+	}
+	if len(keep) == len(m.RelationIDs) {
+		return msg
+	}
+	if len(keep) == 0 {
 		return nil
 	}
-	return msg
+	cp := *m
+	cp.RelationIDs = keep
+	return &cp
 }
 
 // holds reports whether the copy of relation relid holds the changes of
