@@ -282,7 +282,7 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.checkSlotPosition(ctx, start); err != nil { // identity.go
 		return err
 	}
-	s.applier = newApplier(log, sess, cfg.Binary, start)
+	s.applier = newApplier(log, sess, engineConfigOf(cfg), start)
 	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
 		return err
 	}
@@ -293,11 +293,7 @@ func (s *session) connect(ctx context.Context) error {
 		}
 	}
 	watch.syncs.start = s.startSync // refresh_sync.go
-	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
-	s.applier.groupMaxWait = cfg.GroupMaxWait
 	s.applier.catalog = s.control
-	s.applier.compaction = !cfg.NoCompaction
-	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
 	if err := s.armSkip(ctx, start); err != nil { // skip.go
 		return err
 	}
