@@ -268,7 +268,7 @@ func (s *session) copyInBackground(ctx context.Context, t *initcopy.Table, versi
 func (s *session) catchUpReady(ctx context.Context) error {
 	a := s.applier
 	w := a.watch
-	if w == nil || len(w.syncs.tables) == 0 || a.machine.InTransaction() || a.machine.InStreamBlock() {
+	if w == nil || len(w.syncs.tables) == 0 || a.InTransaction() || a.InStreamBlock() {
 		return nil
 	}
 	ts, err := w.ready()

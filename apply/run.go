@@ -142,9 +142,7 @@ func (s *session) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.applier != nil {
-		s.applier.watch.stop() // background copies (refresh_sync.go)
-		// --ddl's source connection (ddl_source.go)
-		s.applier.ddl.closeSource(ctx)
+		s.applier.StopBackground(ctx)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
