@@ -281,17 +281,18 @@ func (s *session) connect(ctx context.Context) error {
 		return err
 	}
 	s.applier = newApplier(log, sess, engineConfigOf(cfg), start)
-	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
+	copied, err := loadCopyFilter(ctx, s.control, cfg.Name, start) // copy_filter.go
+	if err != nil {
 		return err
 	}
-	s.applier.watch = watch
+	var ddl *ddlState
 	if cfg.DDL {
-		if s.applier.ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+		if ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
 			return err
 		}
 	}
 	watch.syncs.start = s.startSync // refresh_sync.go
-	s.applier.catalog = s.control
+	s.applier.Attach(s.control, copied, watch, ddl)
 	if err := s.armSkip(ctx, start); err != nil { // skip.go
 		return err
 	}
