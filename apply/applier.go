@@ -107,12 +107,17 @@ type applier struct {
 }
 
 // newApplier returns an applier writing through sess, which must already be
-// set up; applied is the origin's progress on the target.
-func newApplier(log zerolog.Logger, sess target, binary bool, applied protocol.LSN) *applier {
-	a := &applier{log: log, machine: engine.NewMachine(), rels: relmap.NewCache(binary), sess: sess, queue: sess.Queue(), applied: applied, net: compact.New()}
+// set up, configured by cfg; applied is the origin's progress on the target.
+func newApplier(log zerolog.Logger, sess target, cfg engineConfig, applied protocol.LSN) *applier {
+	a := &applier{log: log, machine: engine.NewMachine(), rels: relmap.NewCache(cfg.Binary), sess: sess, queue: sess.Queue(), applied: applied, net: compact.New()}
 	a.queue.Missing = a.rowMissing
 	a.queue.Conflicted = a.conflicted
-	a.policies = defaultPolicies()
+	a.grouping, a.noGroupThrough, a.groupMaxWait = cfg.Grouping, cfg.NoGroupThrough, cfg.GroupMaxWait
+	a.compaction = cfg.Compaction
+	a.name, a.policies, a.skipLSN = cfg.Name, cfg.Policies, cfg.SkipLSN
+	if a.policies == nil {
+		a.policies = defaultPolicies()
+	}
 	return a
 }
 

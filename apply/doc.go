@@ -117,15 +117,25 @@
 // changes.go, compact_*.go, conflict_sql.go, group.go, skip.go,
 // statements.go, relcache.go, valuecheck.go, rewind.go, stream*.go,
 // prepare*.go, ddl_apply.go), and with it the transcript, fake and
-// allocation tests (engine_*_test.go). What keeps it here (issue 19): the
-// run loop's files reach into its fields (refresh_sync.go,
-// stream_parallel*.go, ddl_source.go, loop.go, run.go: sess, txn, queue,
-// stream, watch, ddl, tp), and it uses apply's exported types (Stats,
-// TxnError, SchemaError, PermanentError, ConflictPolicies, the error
-// sentinels) and Config. The next steps: an engine config struct (the part
-// of Config the applier reads, filled by apply), those types moved with
-// aliases left in apply, and each reach of the loop made a method of the
-// engine; then the applier's files and their tests move.
+// allocation tests (engine_*_test.go). Done towards its move (issue 19):
+// it is configured by an engineConfig (applier_config.go: the part of
+// Config it reads, filled by engineConfigOf), and the run loop reaches it
+// through methods (applier_loop.go: Attach, SetStream, SetParallel,
+// SetRaw, StopBackground, ...; armSkip, enableTwoPhase and catchUp, where
+// the session does the I/O and the applier the applying) instead of its
+// fields, except where the applier's own methods live in a loop file.
+// What still keeps it here: those files mix the two (ddl_source.go,
+// stream_parallel*.go, refresh_sync.go's tableWatch, which takes the
+// applier; stream.go, prepare.go and skip.go hold session methods beside
+// applier ones, and must be split first); twoPhaseState, ddlState and
+// streamState keep a *Config (for repair and worker connections); and it
+// uses apply's exported types (Stats, TxnError with its unexported
+// vague and otherUnique, SchemaError, PermanentError, ConflictPolicies,
+// the error sentinels). The next steps: those files split along the
+// session/applier line, the *Config replaced by a dialer, the types moved
+// with aliases left in apply (apisurface lists an alias's name only, so
+// testdata/api.txt would lose their fields unless it follows aliases);
+// then the applier's files and their tests move.
 //
 // # Glossary
 //
@@ -176,7 +186,9 @@
 //     connection, outside the file cycle), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
 //   - Deciding: applier.go (the
-//     applier and Handle's dispatch), applier_commit.go (commit, Settle,
+//     applier and Handle's dispatch), applier_config.go (engineConfig,
+//     what the applier reads of Config), applier_loop.go (what the run
+//     loop asks of it besides Handle), applier_commit.go (commit, Settle,
 //     applied and skipped), applier_fail.go (a failed transaction rolled
 //     back, Abandon), changes.go (a change queued as its statement),
 //     group.go (group commit; where a group ends is engine.Group's), skip.go (--skip-lsn), origin_filter.go

@@ -50,9 +50,8 @@ func allocsPerTxn(t *testing.T, compaction, grouping, changes bool) float64 {
 	const warm, runs = 25000, 2000
 	f := newFakeTarget()
 	f.quiet = true
-	a := newApplier(zerolog.Nop(), f, false, 0)
+	a := newApplier(zerolog.Nop(), f, engineConfig{Compaction: compaction, Grouping: grouping}, 0)
 	a.tables = f.tables
-	a.compaction, a.grouping = compaction, grouping
 	dec, err := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -45,9 +45,8 @@ func BenchmarkEngine(b *testing.B) {
 		b.Run(w.name, func(b *testing.B) {
 			f := newFakeTarget()
 			f.quiet = true
-			a := newApplier(zerolog.Nop(), f, false, 0)
+			a := newApplier(zerolog.Nop(), f, engineConfig{Compaction: true, Grouping: true}, 0)
 			a.tables = f.tables
-			a.compaction, a.grouping = true, true
 			dec, err := protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 1})
 			if err != nil {
 				b.Fatal(err)
@@ -78,9 +77,8 @@ func BenchmarkEngine(b *testing.B) {
 						b.Fatal(err)
 					}
 					// A new stream: LSNs start again from the bottom.
-					a = newApplier(zerolog.Nop(), f, false, 0)
+					a = newApplier(zerolog.Nop(), f, engineConfig{Compaction: true, Grouping: true}, 0)
 					a.tables = f.tables
-					a.compaction, a.grouping = true, true
 					b.StartTimer()
 				}
 				for _, raw := range txns[i%n] {

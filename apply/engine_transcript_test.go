@@ -191,11 +191,9 @@ func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protoc
 	}
 	f.origin = origin
 	e.failed = false
-	a := newApplier(zerolog.Nop(), f, false, origin)
+	a := newApplier(zerolog.Nop(), f, engineConfig{Grouping: grouping, Compaction: compaction, NoGroupThrough: cfg.noGroupThrough, Name: cfg.Name, SkipLSN: cfg.SkipLSN}, origin)
 	a.tables = f.tables
 	a.stream = st
-	a.grouping, a.compaction, a.noGroupThrough = grouping, compaction, cfg.noGroupThrough
-	a.name, a.skipLSN = cfg.Name, cfg.SkipLSN
 	for _, p := range policies {
 		kind, pol, ok := strings.Cut(p, ":")
 		if !ok {

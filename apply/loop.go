@@ -123,7 +123,7 @@ func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 		s.untilPassed = true
 		return nil
 	}
-	s.applier.stream.raw = ev.Data // spilled as received (stream.go)
+	s.applier.SetRaw(ev.Data) // spilled as received (stream.go)
 	e, o, err := s.applier.Handle(ctx, msg)
 	if err != nil {
 		return err

@@ -157,12 +157,11 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	a := s.applier
 	o := Observation{Progress: s.progress(flushed), Time: now, Stats: &a.Stats,
 		LastMessageAt: s.heard.message, LastKeepaliveAt: s.heard.keepalive}
-	if a.stream.dir != nil {
-		o.Spill, o.Spilling = a.stream.dir.Stats(), true
-	}
+	o.Spill, o.Spilling = a.SpillStats()
 	// In flight: a transaction begun and not yet committed (grouped ones
 	// included), or committed and not yet known durable.
-	inFlight := a.machine.InTransaction() || a.group.Count > 0 || !s.tracker.Idle()
+	applying, commitTime := a.Applying()
+	inFlight := applying || !s.tracker.Idle()
 	if !inFlight && o.Received <= o.Flushed {
 		o.CaughtUp, o.LagKnown = true, true
 		return o
@@ -171,12 +170,12 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 		o.LagBytes = uint64(o.Received - o.Flushed)
 	}
 	since := o.LastCommitAt
-	if (a.machine.InTransaction() || a.group.Count > 0) && a.txn.commitTime != 0 {
+	if applying && commitTime != 0 {
 		// The transaction being applied committed on the source after the
 		// last applied one: its age is the tighter estimate, and does not
 		// jump to the length of a quiet spell when a transaction arrives
 		// after one.
-		since = a.txn.commitTime.Time()
+		since = commitTime.Time()
 	}
 	if !since.IsZero() {
 		o.Lag, o.LagKnown = max(0, now.Sub(since)), true

@@ -133,14 +133,22 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 			"transactions prepared from now on are sent at PREPARE, those prepared earlier at their COMMIT PREPARED")
 	}
 
-	a := s.applier
+	if err := s.applier.enableTwoPhase(ctx, cfg); err != nil {
+		return err
+	}
+	return s.findLeftovers(ctx)
+}
+
+// enableTwoPhase sets the applier up for two-phase transactions, named as
+// cfg says (cfg also serves rewindOrigin's repair connection).
+func (a *applier) enableTwoPhase(ctx context.Context, cfg *Config) error {
 	setup, err := a.sess.Prepare(ctx, state.XactSetupUnlessPreparedSQL, nil)
 	if err != nil {
 		return err
 	}
 	a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg,
 		setupUnless: setup, prepared: map[string]bool{}}
-	return s.findLeftovers(ctx)
+	return nil
 }
 
 // handleTwoPhase acts on the events of two-phase transactions.

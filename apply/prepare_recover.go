@@ -11,8 +11,9 @@ import (
 
 // findLeftovers looks for the applier's prepared transactions that an
 // earlier run left on the target (twophase.FindLeftovers).
-func (s *session) findLeftovers(ctx context.Context) (err error) {
-	s.applier.tp.leftovers, err = twophase.FindLeftovers(ctx, s.control, s.source.PgConn(), s.cfg.Name, s.applier.tp.mode, s.cfg.Logger)
+func (s *session) findLeftovers(ctx context.Context) error {
+	l, err := twophase.FindLeftovers(ctx, s.control, s.source.PgConn(), s.cfg.Name, s.applier.TwoPhaseMode(), s.cfg.Logger)
+	s.applier.SetLeftovers(l)
 	return err
 }
 
@@ -20,7 +21,7 @@ func (s *session) findLeftovers(ctx context.Context) (err error) {
 // the source's position at connect (twophase.Leftovers.Check). Called from
 // the feedback round.
 func (s *session) checkLeftovers(ctx context.Context) {
-	s.applier.tp.leftovers.Check(ctx, s.control, s.serverWALEnd)
+	s.applier.Leftovers().Check(ctx, s.control, s.serverWALEnd)
 }
 
 // sourceSetting reads an integer setting of the source.

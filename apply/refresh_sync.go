@@ -268,7 +268,7 @@ func (s *session) copyInBackground(ctx context.Context, t *initcopy.Table, versi
 func (s *session) catchUpReady(ctx context.Context) error {
 	a := s.applier
 	w := a.watch
-	if w == nil || len(w.syncs.tables) == 0 || a.machine.InTransaction() || a.machine.InStreamBlock() {
+	if w == nil || len(w.syncs.tables) == 0 || a.InTransaction() || a.InStreamBlock() {
 		return nil
 	}
 	ts, err := w.ready()
@@ -307,10 +307,29 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err != nil {
 		return err
 	}
+	skipped, err := a.catchUp(ctx, ts, ct, dec, cfg.Name)
+	if err != nil {
+		return err
+	}
+	ts.wg.Wait()
+	if err := initcopy.DropOrigins(ctx, s.control, cfg.Name); err != nil {
+		return err
+	}
+	applied, _ := a.Applied()
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.Schema, ts.name.Name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
+	return nil
+}
+
+// catchUp applies ts's set-aside changes that its copy ct does not hold,
+// decoded with dec, and turns the table 'done' in walapply.copy_state of
+// applier name, in one target transaction; the applier is at a
+// transaction boundary with nothing in flight. It returns how many
+// changes the copy held.
+func (a *applier) catchUp(ctx context.Context, ts *tableSync, ct *engine.CopiedTable, dec *protocol.Decoder, name string) (skipped int, err error) {
 	applied, at := a.Applied()
 	a.queue.TxnXid, a.queue.TxnLSN = 0, applied
 	a.sess.Begin()
-	skipped := 0
 	for _, c := range ts.changes {
 		if ct.Holds(c.xid, c.finalLSN) {
 			skipped++
@@ -318,27 +337,27 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		}
 		msg, err := dec.Decode(c.raw)
 		if err != nil {
-			return fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
+			return skipped, fmt.Errorf("decoding a set-aside change of table %s: %w", ts.table, err)
 		}
 		a.txn = openTxn{xid: c.xid, finalLSN: c.finalLSN}
 		a.queue.TxnXid, a.queue.TxnLSN = c.xid, c.finalLSN
 		if err := a.change(ctx, msg); err != nil {
-			return a.fail(ctx, err)
+			return skipped, a.fail(ctx, err)
 		}
 		if a.sess.Full() {
 			if failed, err := a.sess.Flush(ctx); err != nil {
-				return a.failStmt(ctx, failed, err)
+				return skipped, a.failStmt(ctx, failed, err)
 			}
 		}
 	}
 	a.txn = openTxn{}
 	a.sess.QueueExec(pipeline.Stmt{Op: pipeline.OpOrigin}, `UPDATE walapply.copy_state SET status = 'done'
 		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`,
-		[][]byte{[]byte(cfg.Name), []byte(ts.name.Schema), []byte(ts.name.Name)}, nil, nil)
+		[][]byte{[]byte(name), []byte(ts.name.Schema), []byte(ts.name.Name)}, nil, nil)
 	a.queueOriginAdvance(applied, at)
 	a.sess.QueueSQL(pipeline.OpCommit, nil, "COMMIT")
 	if failed, err := a.sess.Flush(ctx); err != nil {
-		return a.failStmt(ctx, failed, err)
+		return skipped, a.failStmt(ctx, failed, err)
 	}
 	if a.copied == nil {
 		a.copied = engine.NewCopyFilter()
@@ -349,11 +368,5 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 		w.syncs.bytes -= len(c.raw)
 	}
 	delete(w.syncs.tables, ts.name)
-	ts.wg.Wait()
-	if err := initcopy.DropOrigins(ctx, s.control, cfg.Name); err != nil {
-		return err
-	}
-	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.Schema, ts.name.Name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
-		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
-	return nil
+	return skipped, nil
 }

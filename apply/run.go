@@ -142,9 +142,7 @@ func (s *session) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.applier != nil {
-		s.applier.watch.stop() // background copies (refresh_sync.go)
-		// --ddl's source connection (ddl_source.go)
-		s.applier.ddl.closeSource(ctx)
+		s.applier.StopBackground(ctx)
 		if err := s.applier.Abandon(ctx); err != nil {
 			s.cfg.Logger.Debug().Err(err).Msg("abandoning the open transaction")
 		}
@@ -282,22 +280,19 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.checkSlotPosition(ctx, start); err != nil { // identity.go
 		return err
 	}
-	s.applier = newApplier(log, sess, cfg.Binary, start)
-	if s.applier.copied, err = loadCopyFilter(ctx, s.control, cfg.Name, start); err != nil { // copy_filter.go
+	s.applier = newApplier(log, sess, engineConfigOf(cfg), start)
+	copied, err := loadCopyFilter(ctx, s.control, cfg.Name, start) // copy_filter.go
+	if err != nil {
 		return err
 	}
-	s.applier.watch = watch
+	var ddl *ddlState
 	if cfg.DDL {
-		if s.applier.ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+		if ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
 			return err
 		}
 	}
 	watch.syncs.start = s.startSync // refresh_sync.go
-	s.applier.grouping, s.applier.noGroupThrough = !cfg.NoGroupCommit, cfg.noGroupThrough
-	s.applier.groupMaxWait = cfg.GroupMaxWait
-	s.applier.catalog = s.control
-	s.applier.compaction = !cfg.NoCompaction
-	s.applier.name, s.applier.policies, s.applier.skipLSN = cfg.Name, cfg.Conflicts, cfg.SkipLSN
+	s.applier.Attach(s.control, copied, watch, ddl)
 	if err := s.armSkip(ctx, start); err != nil { // skip.go
 		return err
 	}

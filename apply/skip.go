@@ -85,16 +85,25 @@ func decideSkip(flag, origin protocol.LSN, originName string, used *skipUse) (pr
 // and the uses recorded on the target, and arms the applier with its
 // result.
 func (s *session) armSkip(ctx context.Context, origin protocol.LSN) error {
-	a, flag := s.applier, s.cfg.SkipLSN
-	a.skipLSN, a.skipIgnored = 0, 0
+	flag := s.cfg.SkipLSN
 	if flag == 0 {
-		return nil
+		return s.applier.armSkip(0, origin, s.origin, nil)
 	}
 	used, err := lookupSkip(ctx, s.control, s.cfg.Name, flag)
 	if err != nil {
 		return err
 	}
-	arm, warning, err := decideSkip(flag, origin, s.origin, used)
+	return s.applier.armSkip(flag, origin, s.origin, used)
+}
+
+// armSkip arms the applier with --skip-lsn flag, decided against the
+// origin's progress and its recorded use (decideSkip); flag 0 disarms it.
+func (a *applier) armSkip(flag, origin protocol.LSN, originName string, used *skipUse) error {
+	a.skipLSN, a.skipIgnored = 0, 0
+	if flag == 0 {
+		return nil
+	}
+	arm, warning, err := decideSkip(flag, origin, originName, used)
 	if err != nil {
 		return err
 	}

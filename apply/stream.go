@@ -159,7 +159,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	// is in them, and they are recorded, identity.go).
 	st.keepalive = func(ctx context.Context) error { return s.keeper.resendStatus(ctx) } // s.keeper is set later
 	st.keepaliveEvery = cfg.FeedbackInterval
-	s.applier.stream = st
+	s.applier.SetStream(st)
 	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
 	return s.startParallel(ctx) // stream_parallel.go
 }
@@ -183,18 +183,19 @@ func openStreamState(fsys state.FS, dir, applier, target string) (streamState, [
 // source sends their transactions again on the next connection.
 func (s *session) closeStreaming() {
 	s.closeParallel() // stream_parallel.go
-	if s.applier == nil || s.applier.stream.dir == nil {
+	if s.applier == nil {
 		return
 	}
-	st := &s.applier.stream
-	removed, err := st.dir.RemoveAll()
+	removed, on, err := s.applier.RemoveSpill()
+	if !on {
+		return
+	}
 	if err != nil {
 		s.cfg.Logger.Warn().Err(err).Msg("removing the spill files of this session; the next start removes what is left")
 	}
 	if len(removed) > 0 {
 		s.cfg.Logger.Debug().Strs("removed", removed).Msg("removed spill files of unfinished streamed transactions")
 	}
-	st.files, st.block = map[uint32]*state.SpillFile{}, nil
 }
 
 // defaultSpillDir is $XDG_STATE_HOME/walapply/<name>/<target>/spill, or

@@ -77,20 +77,20 @@ func (s *session) startParallel(ctx context.Context) error {
 		return err
 	}
 	watch := parallel.StartWatch(ctx, conn, s.target.PgConn().PID(), s.cfg.Logger)
-	s.applier.stream.parCfg = s.cfg
-	s.applier.stream.par = parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
-		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch)
+	s.applier.SetParallel(s.cfg, parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
+		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch))
 	return nil
 }
 
 // closeParallel ends the pool's workers: their open transactions roll back
 // (the source sends them again).
 func (s *session) closeParallel() {
-	if s.applier == nil || s.applier.stream.par == nil {
+	if s.applier == nil {
 		return
 	}
-	s.cfg.openParallel = s.applier.stream.par.Close()
-	s.applier.stream.par = nil
+	if open, ok := s.applier.CloseParallel(); ok {
+		s.cfg.openParallel = open
+	}
 }
 
 // parallelUsable reports whether the transaction xid may be applied as it

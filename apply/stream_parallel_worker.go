@@ -55,10 +55,9 @@ func newWorkerApplier(cfg *Config, main *applier, id int, sess target, conn work
 	if err != nil {
 		return nil, err
 	}
-	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, main.rels.Binary, 0)
-	wa.name, wa.policies = main.name, main.policies
+	wcfg := engineConfig{Binary: main.rels.Binary, Grouping: true, Compaction: !cfg.NoCompaction, Name: main.name, Policies: main.policies}
+	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, wcfg, 0)
 	// The machine stays "inside a transaction", for changeNet.
-	wa.compaction, wa.grouping = !cfg.NoCompaction, true
 	wa.machine.AssumeOrdinary()
 	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
 	return &workerApplier{a: wa, main: &main.Stats, conn: conn, dec: dec}, nil

@@ -149,7 +149,7 @@ func (s *session) untilReached() bool {
 	if s.untilPassed {
 		return true
 	}
-	if s.applier.InTransaction() || s.applier.machine.InStreamBlock() {
+	if s.applier.InTransaction() || s.applier.InStreamBlock() {
 		return false
 	}
 	applied, _ := s.applier.Applied()

@@ -1,0 +1,41 @@
+package apply
+
+import (
+	"time"
+
+	"github.com/walapply/walapply/protocol"
+)
+
+// engineConfig is the part of Config the applier reads, filled by the run
+// loop (engineConfigOf) and by the tests; the applier sees no Config
+// (issue 19: the step before it moves to its own package). Its zero value
+// is an applier that writes each transaction in a target transaction of
+// its own, change by change, with PostgreSQL's conflict policies.
+type engineConfig struct {
+	Binary bool // the source sends binary values (Config.Binary)
+	// Grouping: group commit (engine.Group, group.go), off with
+	// Config.NoGroupCommit; none for transactions up to NoGroupThrough,
+	// Run's retry of a failed group. GroupMaxWait is Config.GroupMaxWait.
+	Grouping       bool
+	NoGroupThrough protocol.LSN
+	GroupMaxWait   time.Duration
+	Compaction     bool             // net-effect compaction, off with Config.NoCompaction
+	Name           string           // the applier's name, in conflict records
+	Policies       ConflictPolicies // nil: defaultPolicies
+	SkipLSN        protocol.LSN     // --skip-lsn (skip.go), 0 for none
+}
+
+// engineConfigOf is cfg's engineConfig; cfg has its defaults
+// (Config.withDefaults fills the conflict policies in).
+func engineConfigOf(cfg *Config) engineConfig {
+	return engineConfig{
+		Binary:         cfg.Binary,
+		Grouping:       !cfg.NoGroupCommit,
+		NoGroupThrough: cfg.noGroupThrough,
+		GroupMaxWait:   cfg.GroupMaxWait,
+		Compaction:     !cfg.NoCompaction,
+		Name:           cfg.Name,
+		Policies:       cfg.Conflicts,
+		SkipLSN:        cfg.SkipLSN,
+	}
+}

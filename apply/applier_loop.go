@@ -1,0 +1,100 @@
+package apply
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/parallel"
+	"github.com/walapply/walapply/protocol"
+	"github.com/walapply/walapply/state"
+	"github.com/walapply/walapply/twophase"
+)
+
+// SetRaw passes the message to be handled next as received: a streamed
+// transaction's messages are spilled so (stream.go).
+//
+// This file holds what the run loop asks of the applier besides Handle and
+// the flushes (applier_commit.go): methods instead of reaches into its
+// fields, so that the loop keeps to the applier's methods (issue 19).
+func (a *applier) SetRaw(data []byte) { a.stream.raw = data }
+
+// InStreamBlock reports whether a stream block (Stream Start to Stream
+// Stop) is open.
+func (a *applier) InStreamBlock() bool { return a.machine.InStreamBlock() }
+
+// StopBackground ends what runs beside the applying session: the tables'
+// background copies (refresh_sync.go) and --ddl's source connection
+// (ddl_source.go).
+func (a *applier) StopBackground(ctx context.Context) {
+	a.watch.stop()
+	a.ddl.closeSource(ctx)
+}
+
+// TwoPhaseMode is how the applier names prepared transactions (prepare.go).
+func (a *applier) TwoPhaseMode() twophase.Mode { return a.tp.mode }
+
+// SetLeftovers hands the applier the prepared transactions an earlier run
+// left on the target (prepare_recover.go); Leftovers returns them.
+func (a *applier) SetLeftovers(l *twophase.Leftovers) { a.tp.leftovers = l }
+
+// Leftovers is what SetLeftovers gave.
+func (a *applier) Leftovers() *twophase.Leftovers { return a.tp.leftovers }
+
+// SetStream gives the applier the state of streamed transactions the run
+// loop opened (stream.go: the spill directory, the replay's keepalive).
+func (a *applier) SetStream(st streamState) { a.stream = st }
+
+// RemoveSpill removes the spill files of this session and forgets them;
+// on is false when streaming is off (no spill directory).
+func (a *applier) RemoveSpill() (removed []string, on bool, err error) {
+	st := &a.stream
+	if st.dir == nil {
+		return nil, false, nil
+	}
+	removed, err = st.dir.RemoveAll()
+	st.files, st.block = map[uint32]*state.SpillFile{}, nil
+	return removed, true, err
+}
+
+// SpillStats is the spill directory's state; on is false when streaming
+// is off.
+func (a *applier) SpillStats() (stats state.SpillStats, on bool) {
+	if a.stream.dir == nil {
+		return state.SpillStats{}, false
+	}
+	return a.stream.dir.Stats(), true
+}
+
+// SetParallel gives the applier the pool that applies streamed
+// transactions as they stream (stream_parallel.go), and the Config its
+// workers' connections are made from.
+func (a *applier) SetParallel(cfg *Config, pool *parallel.Pool) {
+	a.stream.parCfg, a.stream.par = cfg, pool
+}
+
+// CloseParallel closes the pool, if any, and returns the transactions its
+// workers had open (parallel.Pool.Close); ok is false without a pool.
+func (a *applier) CloseParallel() (open []uint32, ok bool) {
+	if a.stream.par == nil {
+		return nil, false
+	}
+	open = a.stream.par.Close()
+	a.stream.par = nil
+	return open, true
+}
+
+// Applying reports whether a source transaction is being applied or
+// grouped ones wait for their commit, and the commit time of the one being
+// applied (0 if unknown).
+func (a *applier) Applying() (bool, protocol.Timestamp) {
+	return a.machine.InTransaction() || a.group.Count > 0, a.txn.commitTime
+}
+
+// Attach gives the applier what Run sets up around it: the control
+// connection (catalog lookups, refresh.go's records), the changes the
+// tables' initial copies hold (copy_filter.go), the tables it knows
+// (refresh.go) and --ddl's state (ddl_apply.go, nil without).
+func (a *applier) Attach(control *pgx.Conn, copied *engine.CopyFilter, watch *tableWatch, ddl *ddlState) {
+	a.catalog, a.copied, a.watch, a.ddl = control, copied, watch, ddl
+}
