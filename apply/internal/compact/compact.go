@@ -146,8 +146,8 @@ func (c *Compactor) Bytes(x Cell) []byte {
 }
 
 // RowKey renders the key columns of a tuple into dst, for use as a map
-// key: looked up as t.rows[string(k)] it costs no allocation; only a new
-// row's key is copied into a string.
+// key: looked up as t.Rows[string(k)] it costs no allocation; a new row's
+// key is copied into the slab (slab.key), not allocated.
 func RowKey(dst []byte, e *relmap.Entry, t *protocol.TupleData) []byte {
 	b := dst[:0]
 	for _, i := range e.Key {
@@ -215,7 +215,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetInsert, Image: c.Image(&m.New, nil)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetDelete:
@@ -240,7 +240,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetUpdate, Image: c.Image(&m.New, nil), Key: c.KeyCells(e, &m.New)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetInsert || r.Kind == NetUpdate || r.Kind == NetReplace:
@@ -257,7 +257,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetDelete, Key: c.KeyCells(e, &m.Old)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetInsert:
