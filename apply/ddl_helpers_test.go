@@ -1,18 +1,16 @@
 package apply_test
 
 import (
-	"bytes"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 	"github.com/walapply/walapply/apply"
-
 	"github.com/walapply/walapply/internal/ddl"
+	"github.com/walapply/walapply/internal/testutil"
 	"github.com/walapply/walapply/testenv"
 )
 
@@ -124,39 +122,13 @@ func requireDDLVersions(t *testing.T, version int) {
 	}
 }
 
-// ddlLog keeps an applier's log lines for counting (a sink of its own, so
-// that these tests do not depend on the harness's log helpers).
-type ddlLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *ddlLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// count returns how many lines contain frag.
-func (l *ddlLog) count(frag string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		if strings.Contains(line, frag) {
-			n++
-		}
-	}
-	return n
-}
-
 // ddlConfig is h.config with --ddl, streaming in mode ("off" or "on") and
 // the log kept.
-func (h *harness) ddlConfig(slot, mode string, pubs ...string) (apply.Config, *ddlLog) {
+func (h *harness) ddlConfig(slot, mode string, pubs ...string) (apply.Config, *testutil.LogBuffer) {
 	cfg := h.config(slot, pubs...)
 	cfg.DDL, cfg.Streaming = true, mode
 	cfg.SpillDir = filepath.Join(h.t.TempDir(), "spill")
-	logs := &ddlLog{}
+	logs := &testutil.LogBuffer{}
 	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(h.t), logs)).Level(zerolog.DebugLevel)
 	return cfg, logs
 }

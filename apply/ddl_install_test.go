@@ -83,7 +83,7 @@ func TestDDLInstall(t *testing.T) {
 			t.Errorf("a signed message of another transaction was applied")
 		}
 		h.expect("SELECT id::text FROM t ORDER BY id", "1", "2")
-		if n := logs.count("did not sign"); n != 2 {
+		if n := logs.Count("did not sign"); n != 2 {
 			t.Errorf("%d messages logged as not signed, want 2 (the forged one, the one of another transaction)", n)
 		}
 		if err := stop(); err != nil {

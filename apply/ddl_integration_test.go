@@ -123,11 +123,11 @@ func TestDDLUnderLoad(t *testing.T) {
 			t.Errorf("DDL on a table that is not published was applied")
 		}
 		for _, retry := range []string{"failed inside a group", "transient error"} {
-			if n := logs.count(retry); n != 0 {
+			if n := logs.Count(retry); n != 0 {
 				t.Errorf("%d log lines with %q: a DDL statement failed and was retried", n, retry)
 			}
 		}
-		if logs.count("touches no published table") == 0 {
+		if logs.Count("touches no published table") == 0 {
 			t.Errorf("DDL on a table that is not published was not logged as skipped")
 		}
 	})
@@ -168,7 +168,7 @@ func TestDDLNewTablesAndRollback(t *testing.T) {
 		if h.scalar(false, `SELECT count(*)::text FROM pg_class WHERE relname = 'doomed'`) != "0" {
 			t.Errorf("a dropped table is still on the target")
 		}
-		if logs.count("tmp_x") != 0 {
+		if logs.Count("tmp_x") != 0 {
 			t.Errorf("DDL on a temporary table was captured")
 		}
 		h.compare(tableRows("t", ""))
@@ -236,7 +236,7 @@ func TestDDLStreamedAndPrepared(t *testing.T) {
 		h.expectNonePrepared()
 		h.compare(tableRows("t", ""))
 		h.compareSchemas("t")
-		if n := logs.count("applied captured DDL"); n != 2 {
+		if n := logs.Count("applied captured DDL"); n != 2 {
 			t.Errorf("%d DDL statements applied, want 2", n)
 		}
 	})

@@ -69,7 +69,7 @@ func TestDDLMigrationString(t *testing.T) {
 				if got := h.scalar(false, `SELECT col_description('t'::regclass, 2 + 1)`); got != "x; ten times id" {
 					t.Errorf("the comment on t.x on the target: %q", got)
 				}
-				if n := logs.count("applied captured DDL"); n != 5+map[bool]int{true: 1}[pub == "FOR ALL TABLES"] {
+				if n := logs.Count("applied captured DDL"); n != 5+map[bool]int{true: 1}[pub == "FOR ALL TABLES"] {
 					t.Errorf("%d statements applied", n)
 				}
 			})

@@ -61,12 +61,21 @@ func BenchmarkEngine(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			var relations [][]byte
 			for id := uint32(16384); id <= 16386; id++ {
 				rel := &protocol.Relation{RelationID: id, Namespace: "public", Name: "t" + strconv.Itoa(int(id)), ReplicaIdentity: protocol.ReplicaIdentityDefault,
 					Columns: []protocol.RelationColumn{pt.Column("id", 23, true), pt.Column("v", 25, false)}}
 				f.tables.addRelation(rel)
-				handle(pt.Relation(rel.RelationID, 0, rel.Namespace, rel.Name, rel.ReplicaIdentity, rel.Columns...))
+				relations = append(relations, pt.Relation(rel.RelationID, 0, rel.Namespace, rel.Name, rel.ReplicaIdentity, rel.Columns...))
 			}
+			// announce sends the Relation messages, as a stream does
+			// before its first change of each relation.
+			announce := func() {
+				for _, raw := range relations {
+					handle(raw)
+				}
+			}
+			announce()
 			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -79,6 +88,7 @@ func BenchmarkEngine(b *testing.B) {
 					// A new stream: LSNs start again from the bottom.
 					a = newApplier(zerolog.Nop(), f, engineConfig{Compaction: true, Grouping: true}, 0)
 					a.tables = f.tables
+					announce()
 					b.StartTimer()
 				}
 				for _, raw := range txns[i%n] {

@@ -207,21 +207,7 @@ func (h *harness) waitConfirmed(slot string, timeout time.Duration, stopped func
 // and missing rows both show.
 func (h *harness) rows(c *testenv.Cluster, query string) []string {
 	h.t.Helper()
-	conn, err := c.Connect(h.ctx, "postgres")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer conn.Close(h.ctx)
-	rows, err := conn.Query(h.ctx, query)
-	if err != nil {
-		h.t.Fatalf("%s: %v", query, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		h.t.Fatalf("%s: %v", query, err)
-	}
-	slices.Sort(out)
-	return out
+	return rowsIn(h.t, c, "postgres", query)
 }
 
 // forEachVersionAndFormat runs fn as a subtest per PostgreSQL version and

@@ -10,7 +10,12 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// The copy workload is the initial copy (issue 17): the source holds the
+const (
+	copyNarrowRows = 3_000_000 // at scale 1
+	copyWideRows   = 300_000   // of about 1 kB each
+)
+
+// copyWorkload is the copy workload, the initial copy (issue 17): the source holds the
 // data before any slot exists, the target only the schema, and the drain
 // is each applier's copy of every table up to the point where it follows
 // the source:
@@ -27,12 +32,6 @@ import (
 // decode: the decode ceiling is left out, and the report gives the copy's
 // rate instead, in MB of the source's tables (pg_table_size) and rows per
 // second.
-
-const (
-	copyNarrowRows = 3_000_000 // at scale 1
-	copyWideRows   = 300_000   // of about 1 kB each
-)
-
 func copyWorkload() workload {
 	return workload{
 		name: "copy",

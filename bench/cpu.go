@@ -13,12 +13,6 @@ import (
 	"github.com/walapply/walapply/testenv"
 )
 
-// CPU accounting. A drain's wall time says how long; the CPU the source
-// cluster, the target cluster and walapply spent during it says where the
-// work was done, and it is far steadier than wall time on a busy machine:
-// the target's CPU per drain is what a change to the SQL walapply sends
-// moves.
-
 // ErrProc reports a /proc file the harness could not make sense of.
 var ErrProc = errors.New("bench: unexpected /proc contents")
 
@@ -26,6 +20,12 @@ var ErrProc = errors.New("bench: unexpected /proc contents")
 const clockTicks = 100
 
 // CPU is the CPU time spent during one drain.
+//
+// A drain's wall time says how long; the CPU the source
+// cluster, the target cluster and walapply spent during it says where the
+// work was done, and it is far steadier than wall time on a busy machine:
+// the target's CPU per drain is what a change to the SQL walapply sends
+// moves.
 type CPU struct {
 	Source, Target time.Duration // every process of the cluster
 	Walapply       time.Duration // the walapply process (0 for builtin)

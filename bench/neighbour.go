@@ -11,16 +11,8 @@ import (
 	"time"
 )
 
-// The neighbour load (issue 17): a sidecar applier shares its node with
-// other work, and figures taken on an idle machine do not say how it
-// fares there. With Options.Neighbour > 0 every timed drain, of both
-// appliers alike, runs beside that many CPU-bound processes: shell busy
-// loops (`while :; do :; done`, no I/O, no memory), started just before
-// the drain's clock and CPU counters start and killed as soon as the
-// drain ends. Their CPU is in none of the drain's CPU figures. Each is
-// bounded in time as well (the drain timeout and a minute), and dies with
-// the harness (SIGKILL on the parent's death). The report records how
-// many ran and the 1-minute load average at the end of every drain.
+// sessionOfItsOwn is how the harness starts walapply and the neighbours:
+// in a new session (its own autogroup), killed when the harness dies.
 //
 // Each neighbour process, and walapply, runs in a session of its own
 // (sessionOfItsOwn). With autogroup scheduling (Linux's
@@ -35,9 +27,6 @@ import (
 // harness gives each process its own. The difference it made, PostgreSQL
 // 18 with the neighbour, walapply/builtin: pgbench 1.08 → 0.66, small
 // 3.21 → 1.7, mixed 1.54 → 0.97 (BENCHMARKS.md, runs 15 and 17).
-
-// sessionOfItsOwn is how the harness starts walapply and the neighbours:
-// in a new session (its own autogroup), killed when the harness dies.
 func sessionOfItsOwn() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
@@ -59,6 +48,17 @@ func ParseNeighbour(s string) (int, error) {
 }
 
 // neighbours is a running neighbour load.
+//
+// The neighbour load (issue 17): a sidecar applier shares its node with
+// other work, and figures taken on an idle machine do not say how it
+// fares there. With Options.Neighbour > 0 every timed drain, of both
+// appliers alike, runs beside that many CPU-bound processes: shell busy
+// loops (`while :; do :; done`, no I/O, no memory), started just before
+// the drain's clock and CPU counters start and killed as soon as the
+// drain ends. Their CPU is in none of the drain's CPU figures. Each is
+// bounded in time as well (the drain timeout and a minute), and dies with
+// the harness (SIGKILL on the parent's death). The report records how
+// many ran and the 1-minute load average at the end of every drain.
 type neighbours struct {
 	cmds   []*exec.Cmd
 	cancel context.CancelFunc

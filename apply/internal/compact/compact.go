@@ -24,7 +24,7 @@ import (
 // of CPU with 5,000 rows, 1.82 s with 20,000 (peak RSS 26.6 and 27.6 MiB).
 const MaxRows = 20000
 
-// netKind is the net change to one row within a group.
+// Kind is the net change to one row within a group.
 type Kind uint8
 
 const (
@@ -41,14 +41,14 @@ type Cell struct {
 	Off, Len int32
 }
 
-// netRow is the net change to the row with one key.
+// Row is the net change to the row with one key.
 type Row struct {
 	Kind  Kind
 	Image []Cell // the new image, one cell per source column (insert, update, replace)
 	Key   []Cell // the key that locates the existing row (update, delete, replace)
 }
 
-// netTable holds the pending net changes of one relation.
+// Table holds the pending net changes of one relation.
 type Table struct {
 	E     *relmap.Entry
 	Rows  map[string]*Row
@@ -95,7 +95,7 @@ type Compactor struct {
 	slab              slab        // the rows and cells of the open write-out
 }
 
-// newCompactor returns an empty compactor. Its arena starts non-nil: an
+// New returns an empty compactor. Its arena starts non-nil: an
 // empty value is an empty, non-nil slice of it, and nil means NULL to the
 // statements built from it.
 func New() *Compactor {
@@ -145,9 +145,9 @@ func (c *Compactor) Bytes(x Cell) []byte {
 	return c.Arena[x.Off : x.Off+x.Len]
 }
 
-// rowKey renders the key columns of a tuple into dst, for use as a map
-// key: looked up as t.rows[string(k)] it costs no allocation; only a new
-// row's key is copied into a string.
+// RowKey renders the key columns of a tuple into dst, for use as a map
+// key: looked up as t.Rows[string(k)] it costs no allocation; a new row's
+// key is copied into the slab (slab.key), not allocated.
 func RowKey(dst []byte, e *relmap.Entry, t *protocol.TupleData) []byte {
 	b := dst[:0]
 	for _, i := range e.Key {
@@ -215,7 +215,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetInsert, Image: c.Image(&m.New, nil)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetDelete:
@@ -240,7 +240,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetUpdate, Image: c.Image(&m.New, nil), Key: c.KeyCells(e, &m.New)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetInsert || r.Kind == NetUpdate || r.Kind == NetReplace:
@@ -257,7 +257,7 @@ func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
 		r := t.Rows[string(c.keyBuf)]
 		switch {
 		case r == nil:
-			k := string(c.keyBuf)
+			k := c.slab.key(c.keyBuf)
 			t.Rows[k] = c.slab.row(Row{Kind: NetDelete, Key: c.KeyCells(e, &m.Old)})
 			t.Order = append(t.Order, k)
 		case r.Kind == NetInsert:

@@ -9,7 +9,7 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// sortByKey sorts rows by their keys (see below).
+// SortByKey sorts rows by their keys (see below).
 //
 // Rows in key order. A multi-row UPDATE or DELETE finds each row through
 // the key's index, one lookup per row in the order of its row source;

@@ -22,13 +22,13 @@ const (
 // applier does not need to spend.
 const MaxArrayValue = 1 << 20
 
-// binaryCols marks, for a run of rows, the positions of netRow.key and
-// netRow.image whose values are binary.
+// BinaryCols marks, for a run of rows, the positions of Row.Key and
+// Row.Image whose values are binary.
 type BinaryCols struct {
 	Key, Image []bool
 }
 
-// arrayRows reports whether a run of rows can use the array form: no value
+// ArrayRows reports whether a run of rows can use the array form: no value
 // larger than maxArrayValue, no position holding both text and binary
 // values, and every binary one of a type that has an array type; and which
 // positions are binary.
@@ -73,7 +73,7 @@ func ArrayRows(e *relmap.Entry, rows []*Row) (bool, BinaryCols) {
 	return true, bin
 }
 
-// writeRowSource writes the row source of n rows whose columns have the
+// WriteRowSource writes the row source of n rows whose columns have the
 // given SQL types: VALUES, or with arrays the unnest form, its parameters
 // numbered from $1. arrs, in the array form, gives each column's array type
 // when its values are binary (0: text[] cast to the type).
@@ -146,7 +146,7 @@ func WriteRowSource(b *strings.Builder, arrays bool, n int, types []string, arrs
 	b.WriteByte(')')
 }
 
-// rowParamOIDs are the parameter types of a row source: one row's oids
+// RowParamOIDs are the parameter types of a row source: one row's oids
 // repeated n times, or with arrays one array per column: its type from
 // arrs where binary, else text[].
 func RowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
@@ -167,7 +167,7 @@ func RowParamOIDs(arrays bool, n int, oids, arrs []uint32) []uint32 {
 	return all
 }
 
-// appendArrayHeader appends the header of a one-dimensional array of n
+// AppendArrayHeader appends the header of a one-dimensional array of n
 // elements of type elem in binary format: dimensions, the has-nulls flag,
 // the element type, then the length and lower bound (1) of the dimension.
 // An empty array has no dimension.
@@ -184,7 +184,7 @@ func AppendArrayHeader(dst []byte, elem uint32, n int, nulls uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, 1)
 }
 
-// appendArrayElem appends one element of a binary array: its length, -1
+// AppendArrayElem appends one element of a binary array: its length, -1
 // for NULL (nil), then its bytes.
 func AppendArrayElem(dst, v []byte) []byte {
 	if v == nil {
@@ -202,7 +202,7 @@ func Whole(rows []*Row, _ int, fn func([]*Row) error) error {
 	return fn(rows)
 }
 
-// rowForm picks the row source of a run: arrays when its values allow
+// RowForm picks the row source of a run: arrays when its values allow
 // (with the positions holding binary values), and how to cut the run into
 // statements.
 func RowForm(e *relmap.Entry, rows []*Row) (arrays bool, bin BinaryCols, each func([]*Row, int, func([]*Row) error) error) {
@@ -212,7 +212,7 @@ func RowForm(e *relmap.Entry, rows []*Row) (arrays bool, bin BinaryCols, each fu
 	return false, BinaryCols{}, Chunks
 }
 
-// shapeName names a multi-row statement's shape for the relation's
+// ShapeName names a multi-row statement's shape for the relation's
 // statement cache: the kind of change (and column mask), the row count for
 // the VALUES form, and for the array form which columns are binary.
 func ShapeName(kind string, arrays bool, n int, arrs []uint32) string {

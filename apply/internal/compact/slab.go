@@ -1,12 +1,19 @@
 package compact
 
-// slab hands out the Rows and the cells of their images and keys for one
-// write-out, from chunks that the next write-out reuses (reset): a row
-// the group has not seen cost three allocations (its Row, its image, its
-// key's string), now one, the map key. Nothing handed out may be used
-// after reset, as nothing of the arena may (Compactor.Reset). Chunks are
-// never grown in place, so a *Row and a []Cell stay valid until then.
+import "unsafe"
+
+// slab hands out the Rows, the cells of their images and keys, and the
+// strings that key them in Table.Rows, for one write-out, from chunks that
+// the next write-out reuses (reset): a row the group has not seen cost
+// three allocations (its Row, its image, its key's string), now none once
+// warm. Nothing handed out may be used after reset, as nothing of the
+// arena may (Compactor.Reset): a key string's bytes are overwritten by the
+// next write-out's keys, so Reset clears every map and order that holds
+// one first. Chunks are never grown in place, so a *Row, a []Cell and a
+// key string stay valid until then.
 type slab struct {
+	keys   [][]byte // key bytes; a string handed out points into a chunk
+	kchunk int      // the key chunk being handed out from
 	rows   [][]Row
 	nrow   int // rows handed out
 	cellsC [][]Cell
@@ -15,9 +22,36 @@ type slab struct {
 }
 
 const (
-	slabRows  = 512
-	slabCells = 4096
+	slabRows     = 512
+	slabCells    = 4096
+	slabKeyBytes = 64 << 10
 )
+
+// key returns b as a string whose bytes are stored in the slab, not
+// allocated: a map key that lives until reset. A key longer than a chunk
+// is allocated.
+func (s *slab) key(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > slabKeyBytes {
+		return string(b)
+	}
+	for {
+		if s.kchunk == len(s.keys) {
+			s.keys = append(s.keys, make([]byte, 0, slabKeyBytes))
+		}
+		if c := s.keys[s.kchunk]; len(c)+len(b) <= cap(c) {
+			break
+		}
+		s.kchunk++
+	}
+	c := s.keys[s.kchunk]
+	off := len(c)
+	c = append(c, b...)
+	s.keys[s.kchunk] = c
+	return unsafe.String(&c[off], len(b))
+}
 
 // row returns a pointer to a stored copy of r.
 func (s *slab) row(r Row) *Row {
@@ -57,5 +91,8 @@ func (s *slab) reset() {
 	for c := 0; c*slabRows < s.nrow; c++ {
 		clear(s.rows[c][:min(slabRows, s.nrow-c*slabRows)])
 	}
-	s.nrow, s.chunk, s.off = 0, 0, 0
+	for i := range s.keys[:min(s.kchunk+1, len(s.keys))] {
+		s.keys[i] = s.keys[i][:0]
+	}
+	s.nrow, s.chunk, s.off, s.kchunk = 0, 0, 0, 0
 }

@@ -390,7 +390,7 @@ func (s *Session) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// isConnClosed tells whether the error left the session unusable.
+// Broken tells whether err left the session unusable: its connection closed, or the context cancelled.
 func (s *Session) Broken(err error) bool {
 	return s.pg.IsClosed() || errors.Is(err, context.Canceled)
 }
