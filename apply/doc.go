@@ -65,7 +65,7 @@
 // (loop.go): a context per message cost more than receiving it; and the
 // replication connection keeps the walsender's TCP window closed while the
 // walsender is behind (on loopback a small receive buffer; after a read
-// that emptied the socket, a pause of 4 ms before the next read,
+// that emptied the socket, a pause of 12 ms before the next read,
 // spent in one ppoll(2) with the socket's low-water mark raised rather than
 // on a Go timer; protocol/coalesce.go), because every send into an open
 // window is a segment of its own, and on loopback the sending side pays for

@@ -13,7 +13,21 @@ import (
 // coalescePause is how long after a read that left the socket empty the
 // next read waits before it touches the socket, counted from the end of
 // that read (readPacer). Live, a message waits at most this long more.
-const coalescePause = 4 * time.Millisecond
+//
+// 12 ms since session 12, 4 ms before. Side by side with the built-in
+// subscriber (walbench, PostgreSQL 18, walapply/builtin, medians of
+// same-round pairs; BENCHMARKS.md, "The read pause, 4, 8 and 12 ms"):
+// with a CPU-bound process per core (3 rounds), 12 ms against 4 ms took
+// small from 2.11 to 1.28 (walsender CPU 3.36 to 2.21 s, segments 373,000
+// to 216,000), bulk from 0.81 to 0.69 (963,000 segments to 114,000),
+// pgbench from 0.60 to 0.52, mixed from 0.76 to 0.70, and toast, drains of
+// under a second, from 1.46 to 1.57; without it (5 rounds, other work at
+// nice 19) small from 1.54 to 1.33, toast from 1.40 to 1.26, pgbench and
+// mixed within 2%, and bulk from 0.60 to 0.66, the one clear loss. A
+// walsender slowed by contention fills the window more slowly, so a short
+// pause reopens it before a queue has formed; 8 ms was between the two or
+// worse than both.
+const coalescePause = 12 * time.Millisecond
 
 // coalesceRcvBuf is the receive buffer asked for on a loopback replication
 // connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small
@@ -49,7 +63,7 @@ const streamReadBuffer = 256 << 10
 // walsender — the slowest stage of such a drain — slower still.
 //
 // So while streaming, walapply reads the socket empty and then leaves it
-// alone for coalescePause (4 ms), counted from the end of that read: time spent
+// alone for coalescePause (12 ms), counted from the end of that read: time spent
 // applying what was read counts, so a reader that is the bottleneck is
 // never made to wait. During the pause the small loopback window
 // (coalesceRcvBuf) fills and closes, and the walsender's further sends
@@ -70,22 +84,19 @@ const streamReadBuffer = 256 << 10
 // receive path, session 9". A 16 KiB buffer let through fewer still, but
 // stalled (coalesceRcvBuf).
 //
-// Not yet right: with a CPU-bound process per core beside the drain,
-// small drains (one-row transactions) take 1.7 times the built-in
-// subscriber's time (BENCHMARKS.md, run 17; the 3.2 of run 15 was mostly
-// the harness sharing walapply's session with the busy loops). The
-// walsender is then the bound: it runs half the time and, serving
-// walapply, spends 1.7 times the CPU it spends serving builtin's slower
-// apply worker, because walapply reads about 5 KB at a time (the 32 KiB
-// buffer's window, scaled down by the bookkeeping of small segments) and
-// so keeps reopening the window. A larger buffer with TCP_WINDOW_CLAMP,
+// Not yet right: small drains (one-row transactions) still take 1.3 times
+// the built-in subscriber's time, with or without a neighbour. The
+// walsender is then the bound, and serving walapply it spends 1.3 to 1.4
+// times the CPU it spends serving builtin's slower apply worker
+// (segments: 92,000 against 16,000 quiet), because every pause still
+// begins with the window open. A larger buffer with TCP_WINDOW_CLAMP,
 // pausing unless 8 or 16 KiB wait, and an adaptive clamp (which stalled)
-// did not help (session 10); but a clamp set on a connected socket does
-// not bind on Linux 6.18, and set before connect a 4 or 16 KiB clamp
-// brought more segments, not fewer. A 12 or 20 ms pause brought fewer
-// (small with the neighbour 1.30 → 1.12, 1.03 of builtin), unsettled on a
-// quiet machine (BENCHMARKS.md, "The read pause with the neighbour"). Across a network, where the buffer is the
-// kernel's, the pause is not measured.
+// did not help (session 10); a clamp set on a connected socket does not
+// bind on Linux 6.18, and set before connect a 4 or 16 KiB clamp brought
+// more segments, not fewer. A pause that follows the walsender's rate
+// (longer while a cycle's reads bring little) is the next thing to try.
+// Across a network, where the buffer is the kernel's, the pause is not
+// measured.
 //
 // While it pauses, the goroutine sleeps in the kernel with the socket's
 // SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose
