@@ -293,7 +293,7 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	watch.syncs.start = s.startSync // refresh_sync.go
 	s.applier.Attach(s.control, copied, watch, ddl)
-	if err := s.armSkip(ctx, start); err != nil { // skip.go
+	if err := s.checkSkip(ctx, start); err != nil { // skip.go
 		return err
 	}
 	s.tracker = state.NewFlushTracker(start)

@@ -81,10 +81,10 @@ func decideSkip(flag, origin protocol.LSN, originName string, used *skipUse) (pr
 	return flag, "", nil
 }
 
-// armSkip runs the start check of cfg.SkipLSN against the origin's progress
-// and the uses recorded on the target, and arms the applier with its
-// result.
-func (s *session) armSkip(ctx context.Context, origin protocol.LSN) error {
+// checkSkip runs the start check of cfg.SkipLSN against the origin's progress
+// and the uses recorded on the target (the I/O), and arms the applier with
+// its result (applier.armSkip, the decision).
+func (s *session) checkSkip(ctx context.Context, origin protocol.LSN) error {
 	flag := s.cfg.SkipLSN
 	if flag == 0 {
 		return s.applier.armSkip(0, origin, s.origin, nil)
