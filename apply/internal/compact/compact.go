@@ -17,8 +17,8 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// maxCompactRows bounds the rows held for compaction before they are
-// written out (and maxBatchBytes the bytes of their values). Every write-out
+// MaxRows bounds the rows held for compaction before they are
+// written out (and pipeline.MaxBatchBytes the bytes of their values). Every write-out
 // costs one statement per table and kind of change whatever the number of
 // rows, so the bound is high: on a 50-table backlog the target spent 2.78 s
 // of CPU with 5,000 rows, 1.82 s with 20,000 (peak RSS 26.6 and 27.6 MiB).
@@ -35,7 +35,7 @@ const (
 	NetNothing                 // inserted and deleted again: no change
 )
 
-// cell is one column value held by the compactor; data lives in its arena.
+// Cell is one column value held by the compactor; data lives in its arena.
 type Cell struct {
 	Kind     byte
 	Off, Len int32
@@ -56,7 +56,7 @@ type Table struct {
 	used  bool     // in Tables: it has changes in the open write-out
 }
 
-// compactor holds the net changes of the open group.
+// Compactor holds the net changes of the open group.
 //
 // Net-effect compaction. Within a group of source transactions (group.go)
 // the target only needs each row's final state: a row inserted and then
@@ -168,7 +168,7 @@ func (c *Compactor) KeyCells(e *relmap.Entry, t *protocol.TupleData) []Cell {
 	return k
 }
 
-// image stores t's values in the arena; base, when given, is the row's
+// Image stores t's values in the arena; base, when given, is the row's
 // image so far, which an unchanged TOAST value keeps, and whose cells are
 // overwritten in place (each is read before it is written): merging an
 // update into a row allocates nothing.
@@ -201,7 +201,7 @@ func (c *Compactor) Table(e *relmap.Entry) *Table {
 	return t
 }
 
-// add records a change. It returns false when the change cannot be folded
+// Add records a change. It returns false when the change cannot be folded
 // into the net state (the caller then writes out what is pending and applies
 // the change as it comes).
 func (c *Compactor) Add(e *relmap.Entry, msg protocol.Message) bool {
