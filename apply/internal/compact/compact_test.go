@@ -9,13 +9,19 @@ import (
 	"github.com/walapply/walapply/protocol"
 )
 
-// TestCompactorTransitions checks the net-effect rules row by row.
-func TestCompactorTransitions(t *testing.T) {
-	e := &relmap.Entry{
+// keyedEntry is relation 1 of two columns, k (its key) and v, mapped one to
+// one onto the target.
+func keyedEntry() *relmap.Entry {
+	return &relmap.Entry{
 		Rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
 			Columns: []protocol.RelationColumn{{Name: "k", Flags: protocol.ColumnFlagKey}, {Name: "v"}}},
 		Tcol: []int{0, 1}, Key: []int{0},
 	}
+}
+
+// TestCompactorTransitions checks the net-effect rules row by row.
+func TestCompactorTransitions(t *testing.T) {
+	e := keyedEntry()
 	row := func(k, v string) protocol.TupleData {
 		c := []protocol.TupleColumn{{Kind: 't', Data: []byte(k)}, {Kind: 't', Data: []byte(v)}}
 		if v == "" {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -15,11 +14,7 @@ import (
 // after later keys filled more chunks, and after Reset a second write-out
 // reusing the chunks sees only its own rows.
 func TestSlabKeys(t *testing.T) {
-	e := &relmap.Entry{
-		Rel: &protocol.Relation{RelationID: 1, ReplicaIdentity: protocol.ReplicaIdentityDefault,
-			Columns: []protocol.RelationColumn{{Name: "k", Flags: protocol.ColumnFlagKey}, {Name: "v"}}},
-		Tcol: []int{0, 1}, Key: []int{0},
-	}
+	e := keyedEntry()
 	ins := func(k string) *protocol.Insert {
 		return &protocol.Insert{RelationID: 1, New: protocol.TupleData{Columns: []protocol.TupleColumn{
 			{Kind: 't', Data: []byte(k)}, {Kind: 't', Data: []byte("v" + k)}}}}
