@@ -29,16 +29,6 @@ import (
 // worse than both.
 const coalescePause = 12 * time.Millisecond
 
-// coalescePauseMin and coalescePauseMax bound the pause as it follows the
-// walsender's rate (readPacer). Not below 12 ms: a first round that let
-// it shrink to 2 ms on fast streams took bulk from 25.9 to 38.3 s (TCP
-// segments 103,000 to 286,000) and pgbench from 5.0 to 6.5 s, every
-// shorter pause one more window of single-message segments.
-const (
-	coalescePauseMin = coalescePause
-	coalescePauseMax = 16 * time.Millisecond
-)
-
 // coalesceRcvBuf is the receive buffer asked for on a loopback replication
 // connection (SO_RCVBUF; Linux doubles it for its bookkeeping): small
 // enough that the walsender fills the window within coalescePause, and
@@ -130,8 +120,8 @@ type coalescingConn struct {
 	now     func() time.Time
 }
 
-func newCoalescingConn(c net.Conn, pacer readPacer) *coalescingConn {
-	return &coalescingConn{Conn: c, pacer: pacer, sleep: socketSleep(c), waiting: socketWaiting(c), now: time.Now}
+func newCoalescingConn(c net.Conn, pause time.Duration) *coalescingConn {
+	return &coalescingConn{Conn: c, pacer: readPacer{pause: pause}, sleep: socketSleep(c), waiting: socketWaiting(c), now: time.Now}
 }
 
 // startPacing turns pacing on: the connection now carries the stream.
@@ -174,89 +164,28 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	if w := c.waiting(); w >= 0 {
 		emptied = w == 0
 	}
-	c.pacer.read(c.now(), n, emptied)
+	c.pacer.read(c.now(), emptied)
 	return n, err
 }
 
 // readPacer decides when a paced read may touch the socket. It is fed the
 // outcome of every read that returned data and answers how long the next
 // one waits; a read that failed (a deadline that passed) changes nothing.
-// A pure value: the clock is its callers'.
-//
-// The pause follows the walsender's rate, in one place (endCycle). A
-// cycle is the reads from one pause to the next: they end with the read
-// that empties the socket, and they bring what the walsender sent since
-// the cycle before. What a pause saves is the segments the walsender does
-// not send: after each read that empties the socket the window reopens,
-// and the first window's worth (coalesceRcvBuf) of sends leaves as one
-// segment each, whatever the pause; only what the walsender sends after
-// the window closed queues and comes in large segments. A cycle that
-// brings under adaptLongBelow (four windows, 128 KiB) sent a quarter or
-// more of its bytes one segment per message: the pause grows by a
-// quarter, to at most max. A cycle that brings more than adaptShortAbove
-// (eight windows, 256 KiB, a full streamReadBuffer) found a queue that a
-// shorter pause would have coalesced as well, at most an eighth of it
-// sent into the open window: the pause shrinks by a quarter, to no less
-// than min (coalescePauseMin: shorter pauses cost segments), so that a
-// walsender that speeds up again waits less on a closed window. In between
-// it holds (the band is wider than a step either way, so a steady rate
-// does not swing it). A walsender at rate R thus settles at a
-// pause between 128 KiB/R and 256 KiB/R within [min, max]: 16 ms for one-
-// row transactions, 12 ms for a bulk stream. Time spent
-// applying still counts toward the pause, and a reader that is the
-// bottleneck brings large cycles, so the pause shrinks rather than grows.
 type readPacer struct {
-	pause, min, max time.Duration
+	pause time.Duration
 	// emptied: the last read that returned data left the socket empty,
 	// at last.
 	emptied bool
 	last    time.Time
-	// cycle is the bytes read in the cycle so far.
-	cycle int
 }
 
-// adaptLongBelow and adaptShortAbove bound the cycle, in bytes, under
-// which the pause grows and over which it shrinks (readPacer).
-const (
-	adaptLongBelow  = 4 * coalesceRcvBuf
-	adaptShortAbove = 8 * coalesceRcvBuf
-)
-
-// fixedPacer is a readPacer whose pause is always pause.
-func fixedPacer(pause time.Duration) readPacer {
-	return readPacer{pause: pause, min: pause, max: pause}
-}
-
-// adaptivePacer is the readPacer of the replication stream: it starts at
-// coalescePause and follows the walsender's rate between
-// coalescePauseMin and coalescePauseMax.
-func adaptivePacer() readPacer {
-	return readPacer{pause: coalescePause, min: coalescePauseMin, max: coalescePauseMax}
-}
-
-// read records a read of n bytes that ended at now; emptied tells
+// read records a read that returned data and ended at now; emptied tells
 // whether it left the socket empty.
-func (p *readPacer) read(now time.Time, n int, emptied bool) {
+func (p *readPacer) read(now time.Time, emptied bool) {
 	p.emptied, p.last = emptied, now
-	p.cycle += n
-	if emptied {
-		p.endCycle()
-	}
 }
 
-// endCycle adapts the pause to the cycle that just ended (the rule and
-// its why: readPacer) and starts the next.
-func (p *readPacer) endCycle() {
-	switch {
-	case p.cycle > adaptShortAbove:
-		p.pause = max(p.pause-p.pause/4, p.min)
-	case p.cycle < adaptLongBelow:
-		p.pause = min(p.pause+p.pause/4, p.max)
-	}
-	p.cycle = 0
-}
-
-// wait is how long a read starting at now waits: until the pause after
+// wait is how long a read starting at now waits: until coalescePause after
 // the last read that emptied the socket, but never past deadline (zero:
 // none), and not at all after a read that left bytes behind.
 func (p *readPacer) wait(now, deadline time.Time) time.Duration {
@@ -277,7 +206,7 @@ func (p *readPacer) wait(now, deadline time.Time) time.Duration {
 // cover the bandwidth-delay product (a window of some tens of KiB at a
 // 10 ms round trip allows a few MB/s; an estimate, not measured) and
 // segments cost the sender less, so there the kernel's autotuning stays.
-func coalescing(dial pgconn.DialFunc, pacer readPacer, opened func(*coalescingConn)) pgconn.DialFunc {
+func coalescing(dial pgconn.DialFunc, pause time.Duration, opened func(*coalescingConn)) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -289,7 +218,7 @@ func coalescing(dial pgconn.DialFunc, pacer readPacer, opened func(*coalescingCo
 				return nil, fmt.Errorf("protocol: setting the receive buffer of the replication socket: %w", err)
 			}
 		}
-		cc := newCoalescingConn(c, pacer)
+		cc := newCoalescingConn(c, pause)
 		if opened != nil {
 			opened(cc)
 		}

@@ -76,7 +76,7 @@ func TestCoalescingConnPaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			now := start
 			sc := &scriptedConn{steps: tc.steps, clock: &now}
-			c := newCoalescingConn(sc, fixedPacer(2*ms)) // the cases are written for a fixed 2 ms pause
+			c := newCoalescingConn(sc, 2*ms) // the cases are written for a 2 ms pause
 			c.startPacing()
 			slept := []time.Duration{}
 			c.sleep = func(d time.Duration) { slept = append(slept, d); now = now.Add(d) }
@@ -126,7 +126,7 @@ func TestCoalescingConnFallbacks(t *testing.T) {
 		{"commands", false, []readStep{{10, 0, 0}, {10, 0, 0}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCoalescingConn(&scriptedConn{steps: tc.steps, clock: &now}, adaptivePacer())
+			c := newCoalescingConn(&scriptedConn{steps: tc.steps, clock: &now}, coalescePause)
 			if tc.pacing {
 				c.startPacing()
 			}
@@ -168,7 +168,7 @@ func TestCoalescingConnOnSocket(t *testing.T) {
 	}()
 	var d net.Dialer
 	var opened *coalescingConn
-	conn, err := coalescing(d.DialContext, adaptivePacer(), func(c *coalescingConn) { opened = c })(context.Background(), "tcp", ln.Addr().String())
+	conn, err := coalescing(d.DialContext, coalescePause, func(c *coalescingConn) { opened = c })(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestIsLoopback(t *testing.T) {
 // -race: `make test-race`).
 func TestCoalescingConnDeadlineRace(t *testing.T) {
 	now := time.Now()
-	c := newCoalescingConn(&scriptedConn{steps: make([]readStep, 1000), clock: &now}, fixedPacer(time.Microsecond))
+	c := newCoalescingConn(&scriptedConn{steps: make([]readStep, 1000), clock: &now}, time.Microsecond)
 	for i := range c.Conn.(*scriptedConn).steps {
 		c.Conn.(*scriptedConn).steps[i].n = 10
 	}
@@ -289,56 +289,4 @@ func TestCoalescingConnDeadlineRace(t *testing.T) {
 		}
 	}
 	<-done
-}
-
-// The pause that follows the walsender's rate, cycle by cycle (a cycle:
-// the reads up to the one that empties the socket): under four windows it
-// grows by a quarter, over eight it shrinks by a quarter, in between it
-// holds, always within its bounds (12 and 16 ms); a read that leaves bytes behind only
-// adds to the cycle.
-func TestReadPacerFollowsRate(t *testing.T) {
-	const ms = time.Millisecond
-	const kib = 1 << 10
-	type read struct {
-		n       int
-		emptied bool
-	}
-	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name  string
-		reads []read
-		want  []time.Duration // the pause after each read
-	}{
-		{"small cycles lengthen it to the max", []read{{100, true}, {20 * kib, true}, {127 * kib, true}, {kib, true}, {kib, true}},
-			[]time.Duration{15 * ms, 16 * ms, 16 * ms, 16 * ms, 16 * ms}},
-		{"large cycles shorten it, to the min", []read{{kib, true}, {kib, true}, {257 * kib, true}, {1 << 20, true}, {1 << 20, true}},
-			[]time.Duration{15 * ms, 16 * ms, 12 * ms, 12 * ms, 12 * ms}},
-		{"between four and eight windows it holds", []read{{kib, true}, {128 * kib, true}, {200 * kib, true}, {256 * kib, true}},
-			[]time.Duration{15 * ms, 15 * ms, 15 * ms, 15 * ms}},
-		{"a cycle is all its reads", []read{{kib, true}, {kib, true}, {64 * kib, false}, {64 * kib, false}, {64 * kib, false}, {64 * kib, false}, {kib, true}, {64 * kib, false}, {kib, true}},
-			[]time.Duration{15 * ms, 16 * ms, 16 * ms, 16 * ms, 16 * ms, 16 * ms, 12 * ms, 12 * ms, 15 * ms}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := adaptivePacer()
-			now := start
-			got := []time.Duration{}
-			for _, r := range tc.reads {
-				now = now.Add(p.wait(now, time.Time{}))
-				p.read(now, r.n, r.emptied)
-				got = append(got, p.pause)
-				if w := p.wait(now, time.Time{}); r.emptied && w != p.pause {
-					t.Fatalf("waits %v after a read that emptied the socket, want the pause %v", w, p.pause)
-				}
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("pauses %v, want %v", got, tc.want)
-			}
-		})
-	}
-	fixed := fixedPacer(2 * ms)
-	fixed.read(start, 1, true)
-	fixed.read(start, 1<<20, true)
-	if fixed.pause != 2*ms {
-		t.Fatalf("a fixed pacer's pause moved to %v", fixed.pause)
-	}
 }

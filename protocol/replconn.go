@@ -91,7 +91,7 @@ func ConnectReplication(ctx context.Context, connString string, opts ...ConnectO
 	// The connection dialed last is the one pgconn keeps (a multi-host
 	// string dials one host after another).
 	var paced *coalescingConn
-	cfg.DialFunc = coalescing(cfg.DialFunc, adaptivePacer(), func(c *coalescingConn) { paced = c })
+	cfg.DialFunc = coalescing(cfg.DialFunc, coalescePause, func(c *coalescingConn) { paced = c })
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
 		return pgproto3.NewFrontend(bufio.NewReaderSize(r, streamReadBuffer), w)
 	}
