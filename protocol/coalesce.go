@@ -96,9 +96,9 @@ const streamReadBuffer = 256 << 10
 // more segments, not fewer. A pause that followed the walsender's rate
 // (a quarter longer after a cycle of reads under 128 KiB, a quarter
 // shorter over 256 KiB, 12 to 16 ms) won small and, with the neighbour,
-// everything, but lost quiet toast, pgbench and bulk by 9 to 21% (session
-// 13, BENCHMARKS.md, "The read pause that follows the rate"); below 12 ms
-// it lost bulk by half in one round.
+// tied or won everything, but lost quiet toast, pgbench and bulk by 9 to
+// 21% (session 13, BENCHMARKS.md, "The read pause that follows the
+// rate"); below 12 ms it lost bulk by half in one round.
 // Across a network, where the buffer is the kernel's, the pause is not
 // measured.
 //
