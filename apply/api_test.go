@@ -106,11 +106,11 @@ func TestOpNames(t *testing.T) {
 		{protocol.MessageTypeDelete, 'D', "DELETE"},
 		{protocol.MessageTypeTruncate, 0, "TRUNCATE"},
 	} {
-		if got := opOf(c.msg).String(); got != c.want {
+		if got := engine.OpOf(c.msg).String(); got != c.want {
 			t.Errorf("the op of a %s message is %q, want %q", c.msg, got, c.want)
 		}
 		if c.kind != 0 {
-			if got := opOfKind(c.kind).String(); got != c.want {
+			if got := engine.OpOfKind(c.kind).String(); got != c.want {
 				t.Errorf("the op of statement kind %c is %q, want %q", c.kind, got, c.want)
 			}
 		}
@@ -154,46 +154,5 @@ func TestStopContextBounded(t *testing.T) {
 	}
 	if err := r.Stop(); err != r.err {
 		t.Errorf("Stop once stopped: %v, want Run's error", err)
-	}
-}
-
-// TestDuplicateKeyWaysOut: a duplicate key's hint gives the commit LSN to
-// skip and the conflict kind of the operation, and leaves --on-conflict
-// out for a unique index other than the replica identity key.
-func TestDuplicateKeyWaysOut(t *testing.T) {
-	rel := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
-		{Name: "id", Flags: protocol.ColumnFlagKey}, {Name: "Code"}}}}
-	dup := func(detail string) error {
-		return &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint", Detail: detail}
-	}
-	lsn := protocol.LSN(0x6AAB558)
-	for _, c := range []struct {
-		name      string
-		te        *TxnError
-		want, not []string
-	}{
-		{"insert on the key", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup("Key (id)=(1) already exists.")},
-			[]string{": Key (id)=(1) already exists.", "--skip-lsn 0/6AAB558", "--on-conflict insert_exists=skip", "insert_exists=apply"}, nil},
-		{"update on the key", &TxnError{CommitLSN: lsn, Op: OpUpdate, Err: dup("Key (id)=(1) already exists.")},
-			[]string{"--skip-lsn 0/6AAB558", "--on-conflict update_exists=skip", "update_exists=apply"}, []string{"insert_exists"}},
-		{"another unique index", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup(`Key ("Code")=(x) already exists.`), otherUnique: isOtherUnique(rel, dup(`Key ("Code")=(x) already exists.`))},
-			[]string{`Key ("Code")=(x)`, "--skip-lsn 0/6AAB558", "--on-conflict does not apply"}, []string{"insert_exists=skip"}},
-		{"a --skip-lsn in effect", &TxnError{CommitLSN: lsn, Op: OpInsert, SkipLSN: 5, Err: dup("Key (id)=(1) already exists.")},
-			[]string{"did not match this transaction: to skip this transaction, give --skip-lsn 0/6AAB558", "insert_exists=skip"}, []string{"restart with --skip-lsn"}},
-	} {
-		got := c.te.Error()
-		for _, w := range c.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: %q missing from %s", c.name, w, got)
-			}
-		}
-		for _, w := range c.not {
-			if strings.Contains(got, w) {
-				t.Errorf("%s: %q in %s", c.name, w, got)
-			}
-		}
-	}
-	if isOtherUnique(rel, dup("Key (id)=(1) already exists.")) {
-		t.Error("the replica identity key taken for another index")
 	}
 }

@@ -3,7 +3,6 @@ package apply
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,27 +13,6 @@ import (
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
-
-// Stats counts what the applier did. Fields are updated atomically so that
-// metrics and progress callbacks may read them from other goroutines.
-type Stats struct {
-	TxnsApplied atomic.Int64
-	TxnsSkipped atomic.Int64 // already applied before a restart
-	Commits     atomic.Int64 // target transactions committed (group commit folds several source transactions into one)
-	Inserts     atomic.Int64
-	CopiedRows  atomic.Int64 // of Inserts, sent with COPY (stream_copy.go, internal/pipeline/copy.go)
-	Updates     atomic.Int64
-	Deletes     atomic.Int64
-	Truncates   atomic.Int64
-	MissingRows atomic.Int64 // UPDATE/DELETE that found no row (logged and skipped)
-	// ParallelApplied counts streamed transactions applied as they
-	// streamed, ParallelFallbacks those that fell back to the spill path
-	// (stream_parallel.go).
-	ParallelApplied   atomic.Int64
-	ParallelFallbacks atomic.Int64
-	// Conflicts counts conflicts by kind (observe.go).
-	Conflicts ConflictStats
-}
 
 // openTxn is the source transaction being applied.
 type openTxn struct {
@@ -116,7 +94,7 @@ func newApplier(log zerolog.Logger, sess target, cfg engineConfig, applied proto
 	a.compaction = cfg.Compaction
 	a.name, a.policies, a.skipLSN = cfg.Name, cfg.Policies, cfg.SkipLSN
 	if a.policies == nil {
-		a.policies = defaultPolicies()
+		a.policies = engine.DefaultPolicies()
 	}
 	return a
 }

@@ -21,7 +21,7 @@ type engineConfig struct {
 	GroupMaxWait   time.Duration
 	Compaction     bool             // net-effect compaction, off with Config.NoCompaction
 	Name           string           // the applier's name, in conflict records
-	Policies       ConflictPolicies // nil: defaultPolicies
+	Policies       ConflictPolicies // nil: engine.DefaultPolicies
 	SkipLSN        protocol.LSN     // --skip-lsn (skip.go), 0 for none
 }
 

@@ -61,11 +61,12 @@ func (a *applier) failStmt(ctx context.Context, q *pipeline.Stmt, err error) err
 // statement of q in err and rolls back.
 func (a *applier) failQueued(ctx context.Context, q *pipeline.Stmt, err error) error {
 	err = withColumn(q, err) // name the column of a rejected value (errdetail.go)
-	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: asConflictError(err)}
-	te.vague = unchecked(q, err) // Run's retry checks the value (valuecheck.go)
+	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Err: engine.AsConflictError(err)}
+	vague, otherUnique := unchecked(q, err), false // Run's retry checks a vague value (valuecheck.go)
 	if q != nil {
-		te.otherUnique = isOtherUnique(q.Rel, err)
+		otherUnique = engine.IsOtherUnique(q.Rel, err)
 	}
+	engine.SetCause(te, vague, otherUnique)
 	if q != nil {
 		if q.Xid != 0 {
 			te.Xid, te.CommitLSN = q.Xid, q.CommitLSN

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
@@ -81,7 +82,7 @@ func TestWithColumn(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 		var pgErr *pgconn.PgError
-		if !errors.As(got, &pgErr) || hintFor(got) == "" {
+		if !errors.As(got, &pgErr) || engine.HintFor(got) == "" {
 			t.Errorf("%s: the server error (and its hint) is no longer reachable", c.name)
 		}
 	}

@@ -24,7 +24,7 @@ func (a *applier) changeNet(ctx context.Context, msg protocol.Message) error {
 		}
 		return a.change(ctx, msg)
 	}
-	e, err := a.relation(ctx, relid, opOf(msg.Type()))
+	e, err := a.relation(ctx, relid, engine.OpOf(msg.Type()))
 	if err != nil {
 		return err
 	}

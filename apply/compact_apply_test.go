@@ -3,9 +3,10 @@ package apply
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/walapply/walapply/apply/internal/compact"
 	"strings"
 	"testing"
+
+	"github.com/walapply/walapply/apply/internal/compact"
 )
 
 // The binary text[] of two elements, "ab" and NULL, byte by byte.

@@ -2,12 +2,13 @@ package apply
 
 import (
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"regexp"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -244,7 +245,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := checkCopyFormat(&cfg); err != nil {
 		return cfg, err
 	}
-	policies, err := cfg.Conflicts.withDefaults()
+	policies, err := engine.PoliciesWithDefaults(cfg.Conflicts)
 	if err != nil {
 		return cfg, err
 	}

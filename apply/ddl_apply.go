@@ -95,7 +95,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	}
 	msg, err := ddl.Parse(m.Content)
 	if err != nil {
-		return a.fail(ctx, &PermanentError{fmt.Errorf("at source LSN %s: %w", m.LSN, err)})
+		return a.fail(ctx, &PermanentError{Err: fmt.Errorf("at source LSN %s: %w", m.LSN, err)})
 	}
 	if msg.Kind == "drop" {
 		if d.droppedXid != a.txn.xid {
@@ -138,7 +138,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	}
 	if de := (*DDLError)(nil); errors.As(err, &de) && len(tables) > 0 {
 		de.LSN = m.LSN // (checkCount's)
-		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].Schema, tables[0].Name), Err: &PermanentError{de}})
+		return a.fail(ctx, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].Schema, tables[0].Name), Err: &PermanentError{Err: de}})
 	}
 	if err != nil {
 		return a.fail(ctx, err)
@@ -150,7 +150,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 	te := &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Op: OpDDL, Relation: sqlgen.QuoteQualified(tables[0].Schema, tables[0].Name)}
 	stmt, err := msg.Statement()
 	if err != nil {
-		te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
+		te.Err = &PermanentError{Err: &DDLError{Statement: msg.Query, LSN: m.LSN, Err: err}}
 		return a.fail(ctx, te)
 	}
 	stmt = ddl.InTransaction(stmt)
@@ -159,7 +159,7 @@ func (a *applier) ddlMessage(ctx context.Context, m *protocol.LogicalMessage) er
 		case "CREATE TABLE AS":
 			stmt = ddl.WithNoData(stmt) // its rows come through the stream
 		case "SELECT INTO":
-			te.Err = &PermanentError{&DDLError{Statement: msg.Query, LSN: m.LSN, Err: errSelectInto}}
+			te.Err = &PermanentError{Err: &DDLError{Statement: msg.Query, LSN: m.LSN, Err: errSelectInto}}
 			return a.fail(ctx, te)
 		}
 	}

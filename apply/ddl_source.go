@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
 )
 
@@ -230,7 +229,7 @@ func (a *applier) countEvent(ctx context.Context, m *ddl.Message) error {
 		if errors.As(err, &de) {
 			de.LSN = a.txn.finalLSN
 		}
-		return &PermanentError{err}
+		return &PermanentError{Err: err}
 	}
 	return nil
 }

@@ -199,9 +199,11 @@ func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protoc
 		if !ok {
 			t.Fatalf("policy %q: want kind:policy", p)
 		}
-		if err := a.policies.set(kind, pol); err != nil {
+		set, err := engine.ParseConflictPolicies(kind + "=" + pol)
+		if err != nil {
 			t.Fatal(err)
 		}
+		a.policies[kind] = set[kind]
 	}
 	if twoPhase {
 		setup, _ := f.Prepare(context.Background(), state.XactSetupUnlessPreparedSQL, nil)

@@ -3,11 +3,11 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/initcopy"
 	"math"
 	"time"
 
 	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -117,7 +117,7 @@ func (s *session) receiveDeadline(now, nextFeedback time.Time) time.Time {
 func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	msg, err := s.decoder.Decode(ev.Data)
 	if err != nil {
-		return &PermanentError{fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
+		return &PermanentError{Err: fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
 	}
 	if s.pastUntil(msg) { // until.go: not applied; the loop stops
 		s.untilPassed = true

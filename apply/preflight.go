@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/walapply/walapply/apply/internal/initcopy"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -119,7 +119,7 @@ func (s *session) preflight(ctx context.Context) (*preflightFacts, error) {
 		problems = append(problems, p...)
 	}
 	if len(problems) > 0 {
-		return nil, &PermanentError{&PreflightError{Problems: problems}}
+		return nil, &PermanentError{Err: &PreflightError{Problems: problems}}
 	}
 	return f, nil
 }

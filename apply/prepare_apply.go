@@ -17,7 +17,7 @@ import (
 func (a *applier) targetGID(xid uint32, sourceGID string) (string, error) {
 	gid, err := twophase.TargetGID(a.tp.mode, a.tp.name, xid, sourceGID)
 	if err != nil {
-		return "", &PermanentError{&TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: OpPrepare, Err: fmt.Errorf("choosing the target GID: %w", err)}}
+		return "", &PermanentError{Err: &TxnError{Xid: xid, CommitLSN: a.txn.finalLSN, Op: OpPrepare, Err: fmt.Errorf("choosing the target GID: %w", err)}}
 	}
 	return gid, nil
 }

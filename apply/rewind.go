@@ -115,7 +115,7 @@ func failedWhat(gid string) string {
 }
 
 func (a *applier) rewindFailed(gid string, err error) error {
-	return &PermanentError{fmt.Errorf("after a failed %s, checking the target's origin %q: %w; it may be past transactions that were not applied, which would then be lost: "+
+	return &PermanentError{Err: fmt.Errorf("after a failed %s, checking the target's origin %q: %w; it may be past transactions that were not applied, which would then be lost: "+
 		"compare pg_replication_origin_progress(%s, false) on the target with the last transaction applied (%s), move it back with pg_replication_origin_advance if needed, then restart",
 		failedWhat(gid), a.sess.OriginName(), err, twophase.QuoteGID(a.sess.OriginName()), a.applied)}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -12,6 +11,7 @@ import (
 	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/registry"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -97,7 +97,8 @@ func (c *Config) retryUngrouped(err error, te **TxnError) bool {
 	if !errors.As(err, te) || (*te).CommitLSN == c.noGroupThrough {
 		return false
 	}
-	return ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN || (*te).vague
+	vague := engine.Vague(*te)
+	return ((*te).Grouped || vague) && c.noGroupThrough < (*te).CommitLSN || vague
 }
 
 // session is one connected run: the connections and the loop state.
@@ -340,7 +341,7 @@ func (s *session) ensureSlot(ctx context.Context) error {
 		return s.ensureFailover(ctx, st) // failover.go
 	}
 	if !cfg.CreateSlot {
-		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
+		return &PermanentError{Err: fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
 	}
 	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
 		return err

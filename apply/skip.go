@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -16,7 +17,7 @@ import (
 
 // The kinds of walapply.conflicts rows that record a use of --skip-lsn.
 const (
-	skipKindUsed   = "skipped_by_user"
+	skipKindUsed   = engine.SkippedByUser
 	skipKindPassed = "skip_lsn_passed"
 )
 
@@ -73,7 +74,7 @@ func decideSkip(flag, origin protocol.LSN, originName string, used *skipUse) (pr
 		return 0, fmt.Sprintf("--skip-lsn %s %s; ignoring it — remove it from the flags/environment (WALAPPLY_SKIP_LSN)", flag, what), nil
 	}
 	if flag <= origin {
-		return 0, "", &PermanentError{fmt.Errorf("--skip-lsn %s is at or below the progress of replication origin %q on the target, %s: "+
+		return 0, "", &PermanentError{Err: fmt.Errorf("--skip-lsn %s is at or below the progress of replication origin %q on the target, %s: "+
 			"everything up to there is applied already, so there is nothing to skip at that LSN; "+
 			"remove the --skip-lsn flag (or the WALAPPLY_SKIP_LSN environment variable), and give the commit LSN that the next error names",
 			flag, originName, origin)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -49,7 +50,7 @@ func (a *applier) statement(ctx context.Context, e *relmap.Entry, kind byte, set
 	sql, oids = a.wrapStatement(e, kind, set, sql, oids)
 	sd, err := a.sess.StatementFor(ctx, sql, oids)
 	if err != nil {
-		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: opOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
+		return nil, &TxnError{Xid: a.txn.xid, CommitLSN: a.txn.finalLSN, Relation: e.String(), Op: engine.OpOfKind(kind).String(), Err: fmt.Errorf("preparing the statement: %w", err)}
 	}
 	e.Stmts[string(shape)] = sd
 	e.NoteParams(sql, names)

@@ -27,7 +27,7 @@ type SpillError struct {
 func newSpillError(xid uint32, path, op string, err error) error {
 	se := &SpillError{Xid: xid, Path: path, Op: op, Err: err}
 	if !se.retryable() {
-		return &PermanentError{se}
+		return &PermanentError{Err: se}
 	}
 	return se
 }
@@ -79,7 +79,7 @@ func (e *SpillError) SafeToRetry() bool { return e.retryable() }
 func openSpillDirError(dir string, err error) error {
 	switch {
 	case errors.Is(err, state.ErrSpillMismatch), errors.Is(err, state.ErrSpillDirOwner):
-		return &PermanentError{fmt.Errorf("%w: spill directory %s: %w", ErrConfig, dir, err)}
+		return &PermanentError{Err: fmt.Errorf("%w: spill directory %s: %w", ErrConfig, dir, err)}
 	}
 	return newSpillError(0, dir, "opening", err)
 }

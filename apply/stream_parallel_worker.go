@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/compact"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
@@ -109,7 +110,7 @@ func (w *workerApplier) Begin(xid uint32) {
 func (w *workerApplier) Decode(raw []byte) (protocol.Message, error) {
 	msg, err := w.dec.DecodeStreamedChange(raw)
 	if err != nil {
-		return nil, &PermanentError{fmt.Errorf("apply: internal error: a streamed change does not decode twice: %w", err)}
+		return nil, &PermanentError{Err: fmt.Errorf("apply: internal error: a streamed change does not decode twice: %w", err)}
 	}
 	return msg, nil
 }
@@ -216,33 +217,11 @@ func (w *workerApplier) Prepare(ctx context.Context, end protocol.LSN, at protoc
 }
 
 // MoveStats adds the worker's counters to the run loop's applier's.
-func (w *workerApplier) MoveStats() { moveStats(&w.a.Stats, w.main) }
+func (w *workerApplier) MoveStats() { engine.MoveStats(&w.a.Stats, w.main) }
 
 // DropStats forgets what an earlier transaction that did not commit
 // counted.
 func (w *workerApplier) DropStats() {
 	var discard Stats
-	moveStats(&w.a.Stats, &discard)
-}
-
-// moveStats adds the counters of a change to st, and zeroes them in from.
-func moveStats(from, st *Stats) {
-	st.Inserts.Add(from.Inserts.Swap(0))
-	st.CopiedRows.Add(from.CopiedRows.Swap(0))
-	st.Updates.Add(from.Updates.Swap(0))
-	st.Deletes.Add(from.Deletes.Swap(0))
-	st.Truncates.Add(from.Truncates.Swap(0))
-	st.MissingRows.Add(from.MissingRows.Swap(0))
-	from.Conflicts.mu.Lock()
-	n := from.Conflicts.n
-	from.Conflicts.n = nil
-	from.Conflicts.mu.Unlock()
-	for kind, k := range n {
-		st.Conflicts.mu.Lock()
-		if st.Conflicts.n == nil {
-			st.Conflicts.n = map[string]int64{}
-		}
-		st.Conflicts.n[kind] += k
-		st.Conflicts.mu.Unlock()
-	}
+	engine.MoveStats(&w.a.Stats, &discard)
 }

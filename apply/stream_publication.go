@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -53,7 +53,7 @@ func (s *session) publicationLost(ctx context.Context, err error) error {
 	defer cancel()
 	have, db, lookErr := sourcePublications(lookCtx, cfg)
 	if lookErr != nil {
-		return &PermanentError{fmt.Errorf("the source stopped sending for publication %s after source LSN %s, and nothing past it was confirmed; check that it exists on the source (looking it up failed: %v): %w",
+		return &PermanentError{Err: fmt.Errorf("the source stopped sending for publication %s after source LSN %s, and nothing past it was confirmed; check that it exists on the source (looking it up failed: %v): %w",
 			sqlgen.QuoteList(named), s.serverWALEnd, lookErr, err)}
 	}
 	var missing []string
@@ -63,10 +63,10 @@ func (s *session) publicationLost(ctx context.Context, err error) error {
 		}
 	}
 	if len(missing) > 0 {
-		return &PermanentError{fmt.Errorf("%w; the source stopped sending for it after source LSN %s, and nothing past that was confirmed: %w",
+		return &PermanentError{Err: fmt.Errorf("%w; the source stopped sending for it after source LSN %s, and nothing past that was confirmed: %w",
 			missingPublications(missing, have, db), s.serverWALEnd, err)}
 	}
-	return &PermanentError{fmt.Errorf("publication %s did not exist in source database %q at source LSN %s (it was dropped, or created later in the WAL than the slot's position), so the source sends nothing for it there; "+
+	return &PermanentError{Err: fmt.Errorf("publication %s did not exist in source database %q at source LSN %s (it was dropped, or created later in the WAL than the slot's position), so the source sends nothing for it there; "+
 		"walapply stopped rather than confirm past changes it never received. If the changes of that stretch of WAL are not needed, "+
 		"advance the slot past it on the source (SELECT pg_replication_slot_advance('%s', pg_current_wal_lsn()) skips everything up to now), "+
 		"or start a new applier with --copy: %w", sqlgen.QuoteList(named), db, s.serverWALEnd, cfg.Slot, err)}

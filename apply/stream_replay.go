@@ -3,12 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"io"
 	"slices"
 	"time"
 
 	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -194,7 +194,7 @@ func (p *replayer) next() (protocol.Message, error) {
 	msg, err := p.dec.DecodeStreamedChange(raw)
 	if err != nil {
 		// It decoded when it arrived, and its checksum matches.
-		return nil, &PermanentError{fmt.Errorf("apply: internal error: record before offset %d of spill file %s does not decode: %w", p.r.Offset(), p.path, err)}
+		return nil, &PermanentError{Err: fmt.Errorf("apply: internal error: record before offset %d of spill file %s does not decode: %w", p.r.Offset(), p.path, err)}
 	}
 	if got := streamedXid(msg); got != subxid && got != 0 {
 		return nil, newSpillError(p.xid, p.path, "reading", fmt.Errorf("%w: record before offset %d is tagged with subxid %d, its message carries %d", state.ErrSpillCorrupt, p.r.Offset(), subxid, got))

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
@@ -41,7 +42,11 @@ func TestUncheckedRetry(t *testing.T) {
 		}
 	}
 	var te *TxnError
-	vague := func(lsn protocol.LSN) error { return &TxnError{CommitLSN: lsn, vague: true, Err: tooLong} }
+	vague := func(lsn protocol.LSN) error {
+		te := &TxnError{CommitLSN: lsn, Err: tooLong}
+		engine.SetCause(te, true, false)
+		return te
+	}
 	for _, c := range []struct {
 		name    string
 		through protocol.LSN

@@ -1,4 +1,4 @@
-package apply
+package engine
 
 import (
 	"fmt"
@@ -13,6 +13,10 @@ const (
 	ConflictUpdateMissing = "update_missing"
 	ConflictDeleteMissing = "delete_missing"
 )
+
+// SkippedByUser is the kind under which a transaction skipped with
+// --skip-lsn is counted and recorded beside the conflicts.
+const SkippedByUser = "skipped_by_user"
 
 // Conflict policies.
 const (
@@ -50,8 +54,8 @@ const (
 // stop the applier with the target's error.
 type ConflictPolicies map[string]string
 
-// defaultPolicies are PostgreSQL's subscriber's behaviour.
-func defaultPolicies() ConflictPolicies {
+// DefaultPolicies are PostgreSQL's subscriber's behaviour.
+func DefaultPolicies() ConflictPolicies {
 	return ConflictPolicies{
 		ConflictInsertExists:  PolicyError,
 		ConflictUpdateExists:  PolicyError,
@@ -63,7 +67,7 @@ func defaultPolicies() ConflictPolicies {
 // ParseConflictPolicies parses "kind=policy,kind=policy" (the --on-conflict
 // flag) over the defaults.
 func ParseConflictPolicies(s string) (ConflictPolicies, error) {
-	p := defaultPolicies()
+	p := DefaultPolicies()
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -81,7 +85,7 @@ func ParseConflictPolicies(s string) (ConflictPolicies, error) {
 }
 
 func (p ConflictPolicies) set(kind, policy string) error {
-	if _, ok := defaultPolicies()[kind]; !ok {
+	if _, ok := DefaultPolicies()[kind]; !ok {
 		return fmt.Errorf("%w: unknown conflict kind %q: want insert_exists, update_exists, update_missing or delete_missing", ErrConfig, kind)
 	}
 	switch policy {
@@ -94,8 +98,8 @@ func (p ConflictPolicies) set(kind, policy string) error {
 }
 
 // withDefaults fills in the kinds p leaves out.
-func (p ConflictPolicies) withDefaults() (ConflictPolicies, error) {
-	out := defaultPolicies()
+func PoliciesWithDefaults(p ConflictPolicies) (ConflictPolicies, error) {
+	out := DefaultPolicies()
 	for k, v := range p {
 		if err := out.set(k, v); err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package apply
+package engine
 
 import (
 	"errors"
@@ -83,13 +83,13 @@ func keyDetail(err error) string {
 	return pgErr.Detail
 }
 
-// hint is hintFor's advice, with the ways out of a duplicate key filled
+// hint is HintFor's advice, with the ways out of a duplicate key filled
 // in for this transaction: remove the row, skip the transaction, or let
 // the conflict policy of its kind (insert_exists, update_exists) decide.
 func (e *TxnError) hint() string {
 	var pgErr *pgconn.PgError
 	if !errors.As(e.Err, &pgErr) || pgErr.Code != "23505" {
-		return hintFor(e.Err)
+		return HintFor(e.Err)
 	}
 	kind := ""
 	switch e.Op {
@@ -118,10 +118,10 @@ func (e *TxnError) hint() string {
 // b)=(1, 2) already exists.`
 var detailKeyRE = regexp.MustCompile(`^Key \((.*?)\)=\(`)
 
-// isOtherUnique reports whether a duplicate key error names other columns
+// IsOtherUnique reports whether a duplicate key error names other columns
 // than rel's replica identity key (a unique index the conflict policies,
 // which work on that key, do not cover). Unknown is false.
-func isOtherUnique(rel *relmap.Entry, err error) bool {
+func IsOtherUnique(rel *relmap.Entry, err error) bool {
 	var pgErr *pgconn.PgError
 	if rel == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		return false
@@ -145,8 +145,8 @@ func isOtherUnique(rel *relmap.Entry, err error) bool {
 	return len(key) > 0 && !slices.Equal(key, named)
 }
 
-// hintFor suggests what to do about a target error.
-func hintFor(err error) string {
+// HintFor suggests what to do about a target error.
+func HintFor(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return ""
@@ -163,3 +163,13 @@ func hintFor(err error) string {
 	}
 	return ""
 }
+
+// Vague reports whether the target rejected a value whose column (or
+// shape) e cannot name yet: Run's retry without grouping then applies the
+// transaction change by change and checks it (valuecheck.go).
+func Vague(e *TxnError) bool { return e.vague }
+
+// SetCause records what the applier found out about e's cause: vague (see
+// Vague) and otherUnique (a duplicate key of another unique index than the
+// replica identity key, which the conflict policies do not cover).
+func SetCause(e *TxnError, vague, otherUnique bool) { e.vague, e.otherUnique = vague, otherUnique }
