@@ -35,7 +35,7 @@ func (a *applier) StopBackground(ctx context.Context) {
 func (a *applier) TwoPhaseMode() twophase.Mode { return a.tp.mode }
 
 // SetLeftovers hands the applier the prepared transactions an earlier run
-// left on the target (prepare_recover.go); Leftovers returns them.
+// left on the target (session_twophase.go); Leftovers returns them.
 func (a *applier) SetLeftovers(l *twophase.Leftovers) { a.tp.leftovers = l }
 
 // Leftovers is what SetLeftovers gave.

@@ -251,7 +251,9 @@
 //     registry.Register, timeline.SharedUntil,
 //     copydata.AppendTuple, initcopy.Copier).
 //   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
-//     stream_errors.go, stream_publication.go; applied as they stream
+//     stream_errors.go; session_stream.go (the session's side: the
+//     streaming mode and the spill directory at connect, the pool of
+//     --streaming parallel, a publication the source lost); applied as they stream
 //     (--streaming parallel): package internal/parallel (the pool of
 //     workers, the jobs the run loop hands them, a worker's COPY runs,
 //     the lock-wait watch, the workers' origins; parallel.Pool,
@@ -262,8 +264,11 @@
 //     applier), stream_parallel_origin.go (the workers' origin names, the
 //     repair at connect; functions of the connection, outside the file
 //     cycle).
-//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
-//     twophase.Leftovers, the restart recovery).
+//   - Two-phase: prepare.go, prepare_apply.go; session_twophase.go (the
+//     session's side: the checks, the slot, twophase.Leftovers, the
+//     restart recovery).
+//   - --skip-lsn: skip.go; session_skip.go (the session's side: the
+//     record of an earlier use read from the target).
 //   - Initial copy and tables published later (the work is
 //     internal/initcopy's): copy.go (an attempt: the slot, the record in
 //     walapply.copies, the origin; initcopy.Copier with apply's

@@ -73,7 +73,7 @@ func (s *session) loop(ctx context.Context) error {
 			// The position names where the stream broke, also when the
 			// damage left nothing of the message's own header to read.
 			err = fmt.Errorf("receiving from the source after source LSN %s: %w", s.serverWALEnd, err)
-			return s.publicationLost(applyCtx, err) // stream_publication.go
+			return s.publicationLost(applyCtx, err) // session_stream.go
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:
@@ -202,7 +202,7 @@ func (s *session) feedback(ctx context.Context) error {
 		s.cfg.OnProgress(s.progress(f))
 	}
 	s.observe(f)
-	s.checkLeftovers(ctx) // prepare_recover.go
+	s.checkLeftovers(ctx) // session_twophase.go
 	return nil
 }
 

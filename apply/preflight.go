@@ -190,7 +190,7 @@ func checkWALLevel(_ context.Context, _ *session, f *preflightFacts) ([]error, e
 // checkPublications: every --publication exists in the source database.
 // The walsender does not check them at START_REPLICATION: PostgreSQL 15 to
 // 17 fail at the first change, and 18 only warns and sends nothing for a
-// missing one (the stream's side of it is in stream_publication.go).
+// missing one (the stream's side of it is in session_stream.go).
 func checkPublications(_ context.Context, s *session, f *preflightFacts) ([]error, error) {
 	var missing []string
 	for _, p := range s.cfg.Publications {

@@ -3,9 +3,6 @@ package apply
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/walapply/walapply/apply/internal/engine"
@@ -87,83 +84,6 @@ type streamState struct {
 // reach a spill file.
 var replayDecoderOptions = protocol.DecoderOptions{ProtoVersion: 2}
 
-// checkStreamingConfig validates Config.Streaming. "" stays "" until the
-// source's version is known (prepareStreaming).
-func checkStreamingConfig(cfg *Config) error {
-	switch cfg.Streaming {
-	case "", "off", "on", "parallel":
-		return nil
-	}
-	return fmt.Errorf("%w: --streaming %q: want off, on or parallel", ErrConfig, cfg.Streaming)
-}
-
-// resolveStreaming turns the configured streaming mode into the one to ask
-// the source for: "" means on where the source can stream (PostgreSQL 14+).
-func resolveStreaming(mode string, serverVersion int) (string, error) {
-	major := fmt.Sprintf("%d.%d", serverVersion/10000, serverVersion%10000)
-	switch {
-	case mode == "" && serverVersion >= 140000:
-		return "on", nil
-	case mode == "":
-		return "off", nil
-	case mode == "on" && serverVersion < 140000:
-		return "", fmt.Errorf("%w: --streaming on needs a PostgreSQL 14 or later source (the source is %s); use --streaming off", ErrConfig, major)
-	case mode == "parallel" && serverVersion < 160000:
-		hint := "use --streaming on"
-		if serverVersion < 140000 {
-			hint = "use --streaming off"
-		}
-		return "", fmt.Errorf("%w: --streaming parallel needs a PostgreSQL 16 or later source (the source is %s); %s", ErrConfig, major, hint)
-	}
-	return mode, nil
-}
-
-// prepareStreaming settles the streaming mode for this connection and, when
-// streaming, opens the spill directory, removing the spill files an earlier
-// run left behind: their transactions are sent again from the start.
-func (s *session) prepareStreaming(ctx context.Context) error {
-	cfg := s.cfg
-	mode, err := resolveStreaming(cfg.Streaming, s.source.ServerVersion())
-	if err != nil {
-		return err
-	}
-	cfg.Streaming = mode
-	if mode == "off" {
-		return nil
-	}
-	target, err := targetIdentity(ctx, s.control) // identity.go
-	if err != nil {
-		return err
-	}
-	dir := cfg.SpillDir
-	if dir == "" {
-		if dir, err = defaultSpillDir(cfg.Name, target); err != nil {
-			return err
-		}
-	}
-	fsys := cfg.spillFS
-	if fsys == nil {
-		fsys = state.OSFS
-	}
-	st, removed, err := openStreamState(fsys, dir, cfg.Name, target)
-	if len(removed) > 0 {
-		cfg.Logger.Info().Str("spill_dir", dir).Strs("removed", removed).
-			Msg("removed spill files of streamed transactions from an earlier run; the source sends those transactions again")
-	}
-	if err != nil {
-		return err
-	}
-	// A replay can take longer than the source's wal_sender_timeout, and
-	// the run loop sends no feedback meanwhile: the replay sends the
-	// positions the loop last confirmed (safe: nothing of the transaction
-	// is in them, and they are recorded, identity.go).
-	st.keepalive = func(ctx context.Context) error { return s.keeper.resendStatus(ctx) } // s.keeper is set later
-	st.keepaliveEvery = cfg.FeedbackInterval
-	s.applier.SetStream(st)
-	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
-	return s.startParallel(ctx) // stream_parallel.go
-}
-
 // openStreamState opens the spill directory dir of applier for target on
 // fsys and returns the applier's streaming state, and the stale files it
 // removed.
@@ -177,63 +97,6 @@ func openStreamState(fsys state.FS, dir, applier, target string) (streamState, [
 		return streamState{}, removed, err
 	}
 	return streamState{dir: sd, files: map[uint32]*state.SpillFile{}, dec: dec}, removed, nil
-}
-
-// closeStreaming removes this session's spill files when it ends: the
-// source sends their transactions again on the next connection.
-func (s *session) closeStreaming() {
-	s.closeParallel() // stream_parallel.go
-	if s.applier == nil {
-		return
-	}
-	removed, on, err := s.applier.RemoveSpill()
-	if !on {
-		return
-	}
-	if err != nil {
-		s.cfg.Logger.Warn().Err(err).Msg("removing the spill files of this session; the next start removes what is left")
-	}
-	if len(removed) > 0 {
-		s.cfg.Logger.Debug().Strs("removed", removed).Msg("removed spill files of unfinished streamed transactions")
-	}
-}
-
-// defaultSpillDir is $XDG_STATE_HOME/walapply/<name>/<target>/spill, or
-// ~/.local/state/walapply/<name>/<target>/spill: keyed by the target too, so
-// that appliers of one name feeding different targets from one host keep
-// their spill files apart (state.OpenSpillDir refuses a directory of
-// another target in any case).
-func defaultSpillDir(name, target string) (string, error) {
-	base := os.Getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(base) { // the XDG spec says to ignore relative paths
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("%w: no --spill-dir given and no home directory for the default (%v); set --spill-dir", ErrConfig, err)
-		}
-		base = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(base, "walapply", pathComponent(name), pathComponent(target), "spill"), nil
-}
-
-// pathComponent turns an applier name (any UTF-8 without control
-// characters) into one safe path component: bytes other than letters,
-// digits, '_', '-' and '.' are %-escaped, and so are the dots of "." and
-// "..".
-func pathComponent(name string) string {
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	if out := b.String(); out != "." && out != ".." {
-		return out
-	}
-	return strings.ReplaceAll(name, ".", "%2E")
 }
 
 // handleStream acts on the events of streamed transactions.

@@ -3,95 +3,12 @@ package apply
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/protocol"
 )
-
-// defaultParallelWorkers is Config.ParallelWorkers' default, as
-// max_parallel_apply_workers_per_subscription's.
-const defaultParallelWorkers = 2
-
-// checkParallelConfig validates Config.ParallelWorkers.
-func checkParallelConfig(cfg *Config) error {
-	switch {
-	case cfg.ParallelWorkers < 0:
-		return fmt.Errorf("%w: --parallel-workers %d: want 0 or more", ErrConfig, cfg.ParallelWorkers)
-	case cfg.ParallelWorkers == 0:
-		cfg.ParallelWorkers = defaultParallelWorkers
-	}
-	return nil
-}
-
-// parallelFallback is the hook in Run's retry loop: it reports whether err
-// is a fallback (parallel.FallbackError), and marks the transaction for
-// the spill path.
-//
-// A deadlock or lock timeout on the main connection while transactions
-// were applied as they streamed (PostgreSQL's deadlock detector chose the
-// main connection's side of a cycle with a worker) is not a fallback: Run
-// retries it as any transient error, but those transactions are spilled in
-// the next session, so that the cycle cannot come back.
-func (c *Config) parallelFallback(err error) bool {
-	if c.spillXids == nil {
-		c.spillXids = map[uint32]bool{}
-	}
-	var pf *parallel.FallbackError
-	if !errors.As(err, &pf) {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03") && len(c.openParallel) > 0 {
-			for _, xid := range c.openParallel {
-				c.spillXids[xid] = true
-			}
-			c.Logger.Warn().Uints32("xids", c.openParallel).Err(err).
-				Msg("a lock conflict ended the session while streamed transactions were applied as they streamed; the source sends them again and they are spilled")
-		}
-		return false
-	}
-	c.spillXids[pf.Xid] = true
-	c.Logger.Warn().Uint32("xid", pf.Xid).AnErr("reason", pf.Reason).
-		Msg("a streamed transaction cannot be applied as it streams; reconnecting at once, the source sends it again and it is spilled and applied at its commit")
-	return true
-}
-
-// startParallel sets up the pool for a session with --streaming parallel.
-//
-// The run loop's side of it is here: package parallel (internal/parallel,
-// whose package doc is the design) holds the workers, each applying a
-// streamed transaction as it streams on a target connection of its own;
-// the run loop decides which transactions go there (parallelUsable), hands
-// it the stream events (parallelStream, parallelPrepare) and follows a
-// worker's commit with the applier's origin (advanceAfterParallel).
-// stream_parallel_worker.go gives each worker its applier,
-// stream_parallel_origin.go names and repairs the workers' origins.
-func (s *session) startParallel(ctx context.Context) error {
-	if s.cfg.Streaming != "parallel" || s.cfg.ParallelWorkers <= 0 {
-		return nil
-	}
-	conn, err := connectTarget(ctx, s.cfg, "parallel watch")
-	if err != nil {
-		return err
-	}
-	watch := parallel.StartWatch(ctx, conn, s.target.PgConn().PID(), s.cfg.Logger)
-	s.applier.SetParallel(s.cfg, parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
-		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch))
-	return nil
-}
-
-// closeParallel ends the pool's workers: their open transactions roll back
-// (the source sends them again).
-func (s *session) closeParallel() {
-	if s.applier == nil {
-		return
-	}
-	if open, ok := s.applier.CloseParallel(); ok {
-		s.cfg.openParallel = open
-	}
-}
 
 // parallelUsable reports whether the transaction xid may be applied as it
 // streams (see parallel's package doc: the decisions that need the commit

@@ -3,51 +3,16 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/compact"
 	"github.com/walapply/walapply/apply/internal/engine"
-	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
 )
-
-// parallelDialer opens the connections of a session's parallel workers
-// (parallel.Dialer), each with an applier of its own.
-type parallelDialer struct {
-	cfg  *Config
-	main *applier // the run loop's
-}
-
-// Worker connects worker id and sets its session up like the main one's,
-// with its own origin.
-func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, error) {
-	cfg, main := d.cfg, d.main
-	origin := parallelOriginName(cfg.Name, id)
-	conn, err := connectTarget(ctx, cfg, "parallel "+strconv.Itoa(id))
-	if err != nil {
-		return nil, err
-	}
-	if err := state.EnsureOrigin(ctx, conn, origin); err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	sess := pipeline.New(conn)
-	if err := sess.Setup(ctx, origin); err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	wa, err := newWorkerApplier(cfg, main, id, sess, &pgxWorkerConn{conn: conn, sess: sess})
-	if err != nil {
-		conn.Close(ctx)
-		return nil, err
-	}
-	return wa, nil
-}
 
 // newWorkerApplier returns worker id's applier, writing through sess on
 // conn, set up like main's.
