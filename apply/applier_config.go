@@ -1,8 +1,10 @@
 package apply
 
 import (
+	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -38,4 +40,16 @@ func engineConfigOf(cfg *Config) engineConfig {
 		Policies:       cfg.Conflicts,
 		SkipLSN:        cfg.SkipLSN,
 	}
+}
+
+// dialer opens the connections the applier makes beside the one it
+// applies on: to the target, to repair an origin after a failed PREPARE
+// on a lost connection (rewindOnNewConn); to the source, for --ddl's
+// questions (ddlState.sourceConn). role names the connection
+// (application_name "walapply <name> <role>"). The session's
+// configDialer opens them as Config says (connect_target.go); the
+// transcript tests have none.
+type dialer interface {
+	Target(ctx context.Context, role string) (*pgx.Conn, error)
+	Source(ctx context.Context, role string) (*pgx.Conn, error)
 }

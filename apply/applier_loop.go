@@ -67,10 +67,12 @@ func (a *applier) SpillStats() (stats state.SpillStats, on bool) {
 }
 
 // SetParallel gives the applier the pool that applies streamed
-// transactions as they stream (stream_parallel.go), and the Config its
-// workers' connections are made from.
-func (a *applier) SetParallel(cfg *Config, pool *parallel.Pool) {
-	a.stream.parCfg, a.stream.par = cfg, pool
+// transactions as they stream (stream_parallel.go); spillOnly names the
+// transactions that must take the spill path all the same (they fell back
+// in an earlier session), committed (tests' hook, may be nil) runs right
+// after a worker committed.
+func (a *applier) SetParallel(pool *parallel.Pool, spillOnly func(xid uint32) bool, committed func(xid uint32) error) {
+	a.stream.par, a.stream.spillOnly, a.stream.committed = pool, spillOnly, committed
 }
 
 // CloseParallel closes the pool, if any, and returns the transactions its

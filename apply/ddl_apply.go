@@ -51,9 +51,12 @@ type ddlState struct {
 	// which come before its ddl_command_end one.
 	dropped    []*ddl.Message
 	droppedXid uint32
-	cfg        *Config // to reach the source (verify)
-	queries    map[string]*ddlString
-	src        *pgx.Conn // sourceConn's
+	// dial reaches the source (verifyDDL, publishedOID); publications
+	// are the applier's.
+	dial         dialer
+	publications []string
+	queries      map[string]*ddlString
+	src          *pgx.Conn // sourceConn's
 	// uncommitted: a statement ran in the open target transaction, which
 	// had not committed at commits (Stats.Commits).
 	uncommitted bool

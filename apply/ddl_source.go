@@ -39,7 +39,7 @@ func (a *applier) publishedOID(ctx context.Context, oid uint32) (bool, error) {
 	}
 	var p bool
 	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p, pg_catalog.pg_get_publication_tables(p.pubname) t
-		WHERE p.pubname = ANY ($1) AND t.relid = $2)`, d.cfg.Publications, oid).Scan(&p); err != nil {
+		WHERE p.pubname = ANY ($1) AND t.relid = $2)`, d.publications, oid).Scan(&p); err != nil {
 		d.closeSource(ctx)
 		return false, fmt.Errorf("asking the source whether table OID %d is published (--ddl): %w", oid, err)
 	}
@@ -102,7 +102,7 @@ func (d *ddlState) sourceConn(ctx context.Context) (*pgx.Conn, error) {
 	if d.src != nil && !d.src.IsClosed() {
 		return d.src, nil
 	}
-	src, err := connectSource(ctx, d.cfg, "ddl")
+	src, err := d.dial.Source(ctx, "ddl")
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (d *ddlState) closeSource(ctx context.Context) {
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
 func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[sqlgen.Rel]bool{}, oids: map[uint32]bool{}, cfg: s.cfg, queries: map[string]*ddlString{}}
+	d := &ddlState{schemas: map[string]bool{}, created: map[sqlgen.Rel]bool{}, oids: map[uint32]bool{}, dial: configDialer{s.cfg}, publications: s.cfg.Publications, queries: map[string]*ddlString{}}
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = sqlgen.QuoteLiteral(p)

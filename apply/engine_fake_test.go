@@ -2,12 +2,14 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/relmap"
@@ -317,3 +319,14 @@ func (f *fakeTarget) RewindOrigin(ctx context.Context, to protocol.LSN) (protoco
 }
 
 func (f *fakeTarget) Catalog() relmap.Catalog { return f.tables }
+
+// noDialer is the transcript tests' dialer: there is no server to reach.
+type noDialer struct{}
+
+func (noDialer) Target(context.Context, string) (*pgx.Conn, error) {
+	return nil, errors.New("no target in a transcript test")
+}
+
+func (noDialer) Source(context.Context, string) (*pgx.Conn, error) {
+	return nil, errors.New("no source in a transcript test")
+}

@@ -207,7 +207,7 @@ func (e *engineCase) start(t *testing.T, args []datadriven.CmdArg, origin protoc
 	}
 	if twoPhase {
 		setup, _ := f.Prepare(context.Background(), state.XactSetupUnlessPreparedSQL, nil)
-		a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg, setupUnless: setup, prepared: map[string]bool{}}
+		a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, dial: noDialer{}, setupUnless: setup, prepared: map[string]bool{}}
 	}
 	e.a = a
 	if e.dec, err = protocol.NewDecoder(protocol.DecoderOptions{ProtoVersion: 4}); err != nil {

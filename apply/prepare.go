@@ -63,8 +63,8 @@ import (
 type twoPhaseState struct {
 	on   bool
 	mode twophase.Mode
-	name string  // the applier's name, for GIDs
-	cfg  *Config // for a repair connection (rewindOrigin)
+	name string // the applier's name, for GIDs
+	dial dialer // for a repair connection (rewindOnNewConn)
 
 	// setupUnless is state.XactSetupUnlessPreparedSQL, prepared.
 	setupUnless *pgconn.StatementDescription
@@ -82,14 +82,15 @@ type twoPhaseState struct {
 	leftovers *twophase.Leftovers
 }
 
-// enableTwoPhase sets the applier up for two-phase transactions, named as
-// cfg says (cfg also serves rewindOrigin's repair connection).
-func (a *applier) enableTwoPhase(ctx context.Context, cfg *Config) error {
+// enableTwoPhase sets the applier up for two-phase transactions, with
+// GIDs made in mode for the applier called name; dial makes
+// rewindOnNewConn's repair connection.
+func (a *applier) enableTwoPhase(ctx context.Context, mode twophase.Mode, name string, dial dialer) error {
 	setup, err := a.sess.Prepare(ctx, state.XactSetupUnlessPreparedSQL, nil)
 	if err != nil {
 		return err
 	}
-	a.tp = twoPhaseState{on: true, mode: cfg.GIDMode, name: cfg.Name, cfg: cfg,
+	a.tp = twoPhaseState{on: true, mode: mode, name: name, dial: dial,
 		setupUnless: setup, prepared: map[string]bool{}}
 	return nil
 }

@@ -78,7 +78,7 @@ func (a *applier) rewindOrigin(ctx context.Context, gid string, maybeDone bool) 
 // origin and rewinds it there, unless the transaction turns out to be
 // prepared (maybeDone). done means there is nothing more to do.
 func (a *applier) rewindOnNewConn(ctx context.Context, origin, gid string, maybeDone bool) (from protocol.LSN, done bool, err error) {
-	c, err := connectTarget(ctx, a.tp.cfg, "repair")
+	c, err := a.tp.dial.Target(ctx, "repair")
 	if err != nil {
 		// The target is unreachable: most likely it went down, and its
 		// backends with it, before writing an abort record.

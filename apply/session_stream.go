@@ -219,8 +219,9 @@ func (s *session) startParallel(ctx context.Context) error {
 		return err
 	}
 	watch := parallel.StartWatch(ctx, conn, s.target.PgConn().PID(), s.cfg.Logger)
-	s.applier.SetParallel(s.cfg, parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
-		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch))
+	s.applier.SetParallel(parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
+		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch),
+		func(xid uint32) bool { return s.cfg.spillXids[xid] }, s.cfg.parallelCommitted)
 	return nil
 }
 
@@ -260,7 +261,7 @@ func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, 
 		conn.Close(ctx)
 		return nil, err
 	}
-	wa, err := newWorkerApplier(cfg, main, id, sess, &pgxWorkerConn{conn: conn, sess: sess})
+	wa, err := newWorkerApplier(main, id, sess, &pgxWorkerConn{conn: conn, sess: sess})
 	if err != nil {
 		conn.Close(ctx)
 		return nil, err

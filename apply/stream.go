@@ -71,10 +71,12 @@ type streamState struct {
 	keepalive      func(context.Context) error
 	keepaliveEvery time.Duration
 	// par applies streamed transactions as they stream, with --streaming
-	// parallel (stream_parallel.go); nil otherwise. parCfg is the session's
-	// Config it reads the fallbacks of, and tests' hook.
-	par    *parallel.Pool
-	parCfg *Config
+	// parallel (stream_parallel.go); nil otherwise. spillOnly says which
+	// transactions fell back in an earlier session and take the spill path;
+	// committed, tests' hook (nil), runs right after a worker committed.
+	par       *parallel.Pool
+	spillOnly func(xid uint32) bool
+	committed func(xid uint32) error
 }
 
 // replayDecoderOptions are those of the decoder of spilled changes. The

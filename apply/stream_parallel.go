@@ -13,9 +13,9 @@ import (
 // parallelUsable reports whether the transaction xid may be applied as it
 // streams (see parallel's package doc: the decisions that need the commit
 // LSN, and --ddl, keep the spill path).
-func (a *applier) parallelUsable(cfg *Config, xid uint32) bool {
+func (a *applier) parallelUsable(xid uint32) bool {
 	switch {
-	case cfg.spillXids[xid]:
+	case a.stream.spillOnly != nil && a.stream.spillOnly(xid):
 		return false
 	case a.skipLSN != 0:
 		return false
@@ -43,7 +43,7 @@ func (a *applier) parallelStream(ctx context.Context, ev engine.Event, msg proto
 		m := msg.(*protocol.StreamStart)
 		w := p.Of(m.Xid)
 		if m.FirstSegment {
-			if !a.parallelUsable(a.stream.parCfg, m.Xid) {
+			if !a.parallelUsable(m.Xid) {
 				return false, nil
 			}
 			w, err = p.Take(ctx, m.Xid)
@@ -128,7 +128,7 @@ func (a *applier) parallelCommit(ctx context.Context, w *parallel.Worker, m *pro
 	if err := w.Commit(m.CommitLSN, m.EndLSN, m.CommitTime, a.applied); err != nil {
 		return &parallel.FallbackError{Xid: m.Xid, Reason: err}
 	}
-	if f := a.stream.parCfg.parallelCommitted; f != nil {
+	if f := a.stream.committed; f != nil {
 		if err := f(m.Xid); err != nil {
 			return err
 		}

@@ -75,8 +75,8 @@ func (e *parallelCase) run(t *testing.T, d *datadriven.TestData) string {
 				t.Fatalf("unknown argument %q", arg.Key)
 			}
 		}
-		e.a.stream.parCfg = cfg
-		e.a.stream.par = parallel.New(parallel.Options{Size: size, MinRun: copyMinRun, Dial: e.dial}, nil)
+		e.a.SetParallel(parallel.New(parallel.Options{Size: size, MinRun: copyMinRun, Dial: e.dial}, nil),
+			func(xid uint32) bool { return cfg.spillXids[xid] }, cfg.parallelCommitted)
 		return ""
 	case "workers":
 		var out strings.Builder
@@ -122,7 +122,7 @@ func (d *fakeParallelDialer) Worker(ctx context.Context, id int) (parallel.Appli
 		f.failAt, f.failCode = d.failAt, d.failCode
 	}
 	d.targets = append(d.targets, f)
-	return newWorkerApplier(d.cfg, d.e.a, id, heldTarget{f}, fakeWorkerConn{})
+	return newWorkerApplier(d.e.a, id, heldTarget{f}, fakeWorkerConn{})
 }
 
 // heldTarget is a worker's fake target that sends only at a Flush (the

@@ -14,22 +14,23 @@ import (
 func TestParallelUsable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		set  func(a *applier, cfg *Config)
+		set  func(a *applier, spilled map[uint32]bool)
 		want bool
 	}{
-		{"nothing in the way", func(*applier, *Config) {}, true},
-		{"another transaction fell back", func(_ *applier, cfg *Config) { cfg.spillXids = map[uint32]bool{8: true} }, true},
-		{"it fell back before", func(_ *applier, cfg *Config) { cfg.spillXids = map[uint32]bool{7: true} }, false},
-		{"--skip-lsn armed", func(a *applier, _ *Config) { a.skipLSN = 0x100 }, false},
-		{"--ddl", func(a *applier, _ *Config) { a.ddl = &ddlState{} }, false},
-		{"tables known, none being copied", func(a *applier, _ *Config) { a.watch = &tableWatch{} }, true},
-		{"a table being copied", func(a *applier, _ *Config) {
+		{"nothing in the way", func(*applier, map[uint32]bool) {}, true},
+		{"another transaction fell back", func(_ *applier, spilled map[uint32]bool) { spilled[8] = true }, true},
+		{"it fell back before", func(_ *applier, spilled map[uint32]bool) { spilled[7] = true }, false},
+		{"--skip-lsn armed", func(a *applier, _ map[uint32]bool) { a.skipLSN = 0x100 }, false},
+		{"--ddl", func(a *applier, _ map[uint32]bool) { a.ddl = &ddlState{} }, false},
+		{"tables known, none being copied", func(a *applier, _ map[uint32]bool) { a.watch = &tableWatch{} }, true},
+		{"a table being copied", func(a *applier, _ map[uint32]bool) {
 			a.watch = &tableWatch{syncs: syncs{tables: map[sqlgen.Rel]*tableSync{{Schema: "public", Name: "t"}: nil}}}
 		}, false},
 	} {
-		a, cfg := &applier{}, &Config{}
-		tc.set(a, cfg)
-		if got := a.parallelUsable(cfg, 7); got != tc.want {
+		a, spilled := &applier{}, map[uint32]bool{}
+		a.stream.spillOnly = func(xid uint32) bool { return spilled[xid] }
+		tc.set(a, spilled)
+		if got := a.parallelUsable(7); got != tc.want {
 			t.Errorf("%s: parallelUsable = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -16,16 +16,16 @@ import (
 
 // newWorkerApplier returns worker id's applier, writing through sess on
 // conn, set up like main's.
-func newWorkerApplier(cfg *Config, main *applier, id int, sess target, conn workerConn) (*workerApplier, error) {
+func newWorkerApplier(main *applier, id int, sess target, conn workerConn) (*workerApplier, error) {
 	dec, err := protocol.NewDecoder(replayDecoderOptions)
 	if err != nil {
 		return nil, err
 	}
-	wcfg := engineConfig{Binary: main.rels.Binary, Grouping: true, Compaction: !cfg.NoCompaction, Name: main.name, Policies: main.policies}
+	wcfg := engineConfig{Binary: main.rels.Binary, Grouping: true, Compaction: main.compaction, Name: main.name, Policies: main.policies}
 	wa := newApplier(main.log.With().Int("worker", id).Logger(), sess, wcfg, 0)
 	// The machine stays "inside a transaction", for changeNet.
 	wa.machine.AssumeOrdinary()
-	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, cfg: main.tp.cfg, prepared: map[string]bool{}}
+	wa.tp = twoPhaseState{on: main.tp.on, mode: main.tp.mode, name: main.tp.name, dial: main.tp.dial, prepared: map[string]bool{}}
 	return &workerApplier{a: wa, main: &main.Stats, conn: conn, dec: dec}, nil
 }
 
