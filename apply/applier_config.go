@@ -27,21 +27,6 @@ type engineConfig struct {
 	SkipLSN        protocol.LSN     // --skip-lsn (skip.go), 0 for none
 }
 
-// engineConfigOf is cfg's engineConfig; cfg has its defaults
-// (Config.withDefaults fills the conflict policies in).
-func engineConfigOf(cfg *Config) engineConfig {
-	return engineConfig{
-		Binary:         cfg.Binary,
-		Grouping:       !cfg.NoGroupCommit,
-		NoGroupThrough: cfg.noGroupThrough,
-		GroupMaxWait:   cfg.GroupMaxWait,
-		Compaction:     !cfg.NoCompaction,
-		Name:           cfg.Name,
-		Policies:       cfg.Conflicts,
-		SkipLSN:        cfg.SkipLSN,
-	}
-}
-
 // dialer opens the connections the applier makes beside the one it
 // applies on: to the target, to repair an origin after a failed PREPARE
 // on a lost connection (rewindOnNewConn); to the source, for --ddl's

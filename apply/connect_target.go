@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -82,15 +81,4 @@ func (d *sourceDial) abandon() {
 			_ = d.conn.Close(ctx)
 		}
 	}()
-}
-
-// configDialer is the applier's dialer: connections made as cfg says.
-type configDialer struct{ cfg *Config }
-
-func (d configDialer) Target(ctx context.Context, role string) (*pgx.Conn, error) {
-	return connectTarget(ctx, d.cfg, role)
-}
-
-func (d configDialer) Source(ctx context.Context, role string) (*pgx.Conn, error) {
-	return connectSource(ctx, d.cfg, role)
 }
