@@ -118,7 +118,7 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	// In flight: a transaction begun and not yet committed (grouped ones
 	// included), or committed and not yet known durable.
 	applying, commitTime := a.Applying()
-	inFlight := applying || !s.tracker.Idle()
+	inFlight := applying || !s.tracker.AllDurable()
 	if !inFlight && o.Received <= o.Flushed {
 		o.CaughtUp, o.LagKnown = true, true
 		return o

@@ -60,7 +60,7 @@ var preflightChecks = []preflightCheck{
 	checkCopyPlan,
 	checkSchema, // schema.go
 	checkCopyTargets,
-	checkDDL, // ddl_apply.go
+	checkDDL, // session_ddl.go
 }
 
 // PreflightError lists every problem the preflight found. Nothing was

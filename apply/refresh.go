@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
@@ -16,7 +17,7 @@ import (
 // publications publish now, copies the new ones when the applier copies,
 // and returns the watch for the stream's Relation messages. It runs at
 // every session start, after the initial copy and before streaming.
-// seen are the tables the previous session stopped for (newTablesError).
+// seen are the tables the previous session stopped for (engine.NewTablesError).
 //
 // Tables published after an applier started: what PostgreSQL's
 // ALTER SUBSCRIPTION ... REFRESH PUBLICATION (copy_data = true) does.
@@ -24,7 +25,7 @@ import (
 // walapply.copy_state is the applier's list of the tables it knows, like
 // pg_subscription_rel. Every session start compares it with the tables the
 // publications publish now (refreshTables), and the applier checks every
-// Relation message of the stream against it (tableWatch.check), since the
+// Relation message of the stream against it (engine.TableWatch.check), since the
 // stream names a newly published table in a Relation message before the
 // first change to it.
 //
@@ -48,10 +49,10 @@ import (
 // A table found in the stream (its first Relation message) is copied in
 // the background while the session applies the other tables
 // (refresh_sync.go). Where that cannot be done, the session ends instead
-// (newTablesError) before anything of the table is applied: what is
+// (engine.NewTablesError) before anything of the table is applied: what is
 // uncommitted is rolled back, as after any transient error, and Run
 // starts the next session at once, which copies the table as above.
-func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableWatch, error) {
+func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*engine.TableWatch, error) {
 	cfg, log := s.cfg, s.cfg.Logger
 	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
@@ -135,7 +136,7 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableW
 	if !copying && !first {
 		for _, t := range todo {
 			log.Warn().Str("relation", sqlgen.LogRelation(t.Schema, t.Name)).
-				Msg(notCopiedWarning)
+				Msg(engine.NotCopiedWarning)
 		}
 	}
 	if len(toCopy) > 0 {
@@ -143,30 +144,30 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableW
 			return nil, err
 		}
 	}
-	w := &tableWatch{applier: cfg.Name, copying: copying, known: map[sqlgen.Rel]bool{}}
+	w := engine.NewTableWatch(cfg.Name, copying, recordNotCopied)
 	for n, k := range known {
 		// A table that is not published now is known only if the stream
 		// may still bring changes it made while it was published: else
 		// its Relation message is news.
 		if k.published || !copying {
-			w.known[n] = true
+			w.Know(n)
 		}
 	}
 	for _, t := range tables {
-		w.known[t.Rel] = true
+		w.Know(t.Rel)
 	}
 	for _, n := range seen {
-		w.known[n] = true // stopped for once; not published now, nothing to copy
+		w.Know(n) // stopped for once; not published now, nothing to copy
 	}
 	for _, n := range removed {
-		w.known[n] = true
+		w.Know(n)
 	}
 	parts, err := partitionsOf(ctx, src, tables, s.source.ServerVersion())
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range parts {
-		w.known[n] = true
+		w.Know(n)
 	}
 	return w, nil
 }

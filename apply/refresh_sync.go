@@ -14,7 +14,7 @@ import (
 // startSync checks and records a table found in the stream and starts its
 // copy. It returns nil when the table is not published now (the session
 // then ends, and the next start sorts it out).
-func (s *session) startSync(ctx context.Context, n sqlgen.Rel) (*tableSync, error) {
+func (s *session) startSync(ctx context.Context, n sqlgen.Rel) (*engine.TableSync, error) {
 	cfg := s.cfg
 	src, tables, err := s.publishedNow(ctx)
 	if err != nil {
@@ -35,13 +35,8 @@ func (s *session) startSync(ctx context.Context, n sqlgen.Rel) (*tableSync, erro
 	if err := upsertTables(ctx, s.control, cfg.Name, []sqlgen.Rel{n}, initcopy.StatusPending); err != nil {
 		return nil, fmt.Errorf("recording newly published table %s in walapply.copy_state on the target: %w", t, err)
 	}
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ts := &tableSync{name: n, table: t, done: make(chan error, 1), cancel: cancel}
-	ts.wg.Add(1)
-	go func() {
-		defer ts.wg.Done()
-		ts.done <- s.copyInBackground(cctx, t, s.source.ServerVersion())
-	}()
+	version := s.source.ServerVersion()
+	ts := engine.StartTableSync(ctx, n, t, func(ctx context.Context) error { return s.copyInBackground(ctx, t, version) })
 	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(t.Schema, t.Name)).
 		Msg("newly published table in the stream: copying it while the other tables are applied; its changes are set aside until the copy is done")
 	return ts, nil
@@ -75,12 +70,7 @@ func (s *session) copyInBackground(ctx context.Context, t *initcopy.Table, versi
 // catchUpReady catches up a table whose background copy finished, when
 // the session is at a transaction boundary.
 func (s *session) catchUpReady(ctx context.Context) error {
-	a := s.applier
-	w := a.watch
-	if w == nil || len(w.syncs.tables) == 0 || a.InTransaction() || a.InStreamBlock() {
-		return nil
-	}
-	ts, err := w.ready()
+	ts, err := s.applier.ReadySync()
 	if err != nil || ts == nil {
 		return err
 	}
@@ -95,13 +85,13 @@ func (s *session) catchUpReady(ctx context.Context) error {
 // catchUp applies a copied table's set-aside changes that its snapshot
 // does not hold and turns it 'done', in one target transaction; the
 // session is at a transaction boundary with nothing in flight.
-func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
+func (s *session) catchUp(ctx context.Context, ts *engine.TableSync) error {
 	a, cfg := s.applier, s.cfg
 	var lsnText, snapText string
 	err := s.control.QueryRow(ctx, `SELECT copy_lsn::text, snapshot FROM walapply.copy_state
-		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`, cfg.Name, ts.name.Schema, ts.name.Name).Scan(&lsnText, &snapText)
+		WHERE applier = $1 AND schema_name = $2 AND table_name = $3 AND status = 'copied'`, cfg.Name, ts.Name().Schema, ts.Name().Name).Scan(&lsnText, &snapText)
 	if err != nil {
-		return fmt.Errorf("reading the copy of table %s in walapply.copy_state: %w", ts.table, err)
+		return fmt.Errorf("reading the copy of table %s in walapply.copy_state: %w", ts.Table(), err)
 	}
 	ct := &engine.CopiedTable{}
 	if ct.LSN, err = protocol.ParseLSN(lsnText); err != nil {
@@ -116,16 +106,16 @@ func (s *session) catchUp(ctx context.Context, ts *tableSync) error {
 	if err != nil {
 		return err
 	}
-	skipped, err := a.catchUp(ctx, ts, ct, dec, cfg.Name)
+	skipped, err := a.CatchUp(ctx, ts, ct, dec, cfg.Name)
 	if err != nil {
 		return err
 	}
-	ts.wg.Wait()
+	ts.Wait()
 	if err := initcopy.DropOrigins(ctx, s.control, cfg.Name); err != nil {
 		return err
 	}
 	applied, _ := a.Applied()
-	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.name.Schema, ts.name.Name)).Int("changes_applied", len(ts.changes)-skipped).Int("changes_in_copy", skipped).
+	cfg.Logger.Info().Str("relation", sqlgen.LogRelation(ts.Name().Schema, ts.Name().Name)).Int("changes_applied", ts.Changes()-skipped).Int("changes_in_copy", skipped).
 		Stringer("position", applied).Msg("newly published table copied and caught up with the stream")
 	return nil
 }

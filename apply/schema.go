@@ -46,7 +46,7 @@ const (
 //     turns 'post-data' at the end.
 //
 // Streaming starts only after post-data: the apply path looks the target
-// relations up (relcache.go) when the stream first names them, and the
+// relations up (internal/engine/relcache.go) when the stream first names them, and the
 // replica identity key it needs for UPDATE and DELETE is there by then.
 //
 // What already exists on the target is looked at first (schema.Plan), and

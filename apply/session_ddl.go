@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/ddl"
 )
@@ -13,8 +14,7 @@ import (
 // ddlPublications reads, through the source's replication connection,
 // what --ddl needs of the publications: whether one is FOR ALL TABLES and
 // the schemas of FOR TABLES IN SCHEMA ones (PostgreSQL 15+).
-func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
-	d := &ddlState{schemas: map[string]bool{}, created: map[sqlgen.Rel]bool{}, oids: map[uint32]bool{}, dial: configDialer{s.cfg}, publications: s.cfg.Publications, queries: map[string]*ddlString{}}
+func (s *session) ddlPublications(ctx context.Context) (*engine.DDLState, error) {
 	lits := make([]string, len(s.cfg.Publications))
 	for i, p := range s.cfg.Publications {
 		lits[i] = sqlgen.QuoteLiteral(p)
@@ -28,16 +28,17 @@ func (s *session) ddlPublications(ctx context.Context) (*ddlState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the publications' definitions on the source (--ddl): %w", err)
 	}
+	allTables, schemas := false, map[string]bool{}
 	for _, r := range rs {
 		for _, row := range r.Rows {
 			if string(row[0]) == "all" {
-				d.allTables = true
+				allTables = true
 			} else {
-				d.schemas[string(row[1])] = true
+				schemas[string(row[1])] = true
 			}
 		}
 	}
-	return d, nil
+	return engine.NewDDLState(configDialer{s.cfg}, s.cfg.Publications, allTables, schemas), nil
 }
 
 // checkDDL: --ddl needs the capture installed on the source (walapply ddl

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
 )
 
-// engineConfigOf is cfg's engineConfig; cfg has its defaults
+// engineConfigOf is cfg's engine.Options; cfg has its defaults
 // (Config.withDefaults fills the conflict policies in).
-func engineConfigOf(cfg *Config) engineConfig {
-	return engineConfig{
+func engineConfigOf(cfg *Config) engine.Options {
+	return engine.Options{
 		Binary:         cfg.Binary,
 		Grouping:       !cfg.NoGroupCommit,
 		NoGroupThrough: cfg.noGroupThrough,

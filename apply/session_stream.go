@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/parallel"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
@@ -78,7 +79,7 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	if fsys == nil {
 		fsys = state.OSFS
 	}
-	st, removed, err := openStreamState(fsys, dir, cfg.Name, target)
+	st, removed, err := engine.OpenStreamState(fsys, dir, cfg.Name, target)
 	if len(removed) > 0 {
 		cfg.Logger.Info().Str("spill_dir", dir).Strs("removed", removed).
 			Msg("removed spill files of streamed transactions from an earlier run; the source sends those transactions again")
@@ -90,17 +91,16 @@ func (s *session) prepareStreaming(ctx context.Context) error {
 	// the run loop sends no feedback meanwhile: the replay sends the
 	// positions the loop last confirmed (safe: nothing of the transaction
 	// is in them, and they are recorded, identity.go).
-	st.keepalive = func(ctx context.Context) error { return s.keeper.resendStatus(ctx) } // s.keeper is set later
-	st.keepaliveEvery = cfg.FeedbackInterval
+	st.SetKeepalive(func(ctx context.Context) error { return s.keeper.resendStatus(ctx) }, cfg.FeedbackInterval) // s.keeper is set later
 	s.applier.SetStream(st)
 	cfg.Logger.Debug().Str("spill_dir", dir).Str("streaming", mode).Msg("streamed transactions are spilled")
-	return s.startParallel(ctx) // stream_parallel.go
+	return s.startParallel(ctx)
 }
 
 // closeStreaming removes this session's spill files when it ends: the
 // source sends their transactions again on the next connection.
 func (s *session) closeStreaming() {
-	s.closeParallel() // stream_parallel.go
+	s.closeParallel()
 	if s.applier == nil {
 		return
 	}
@@ -208,7 +208,7 @@ func (c *Config) parallelFallback(err error) bool {
 // the run loop decides which transactions go there (parallelUsable), hands
 // it the stream events (parallelStream, parallelPrepare) and follows a
 // worker's commit with the applier's origin (advanceAfterParallel).
-// stream_parallel_worker.go gives each worker its applier,
+// internal/engine/stream_parallel_worker.go gives each worker its applier,
 // stream_parallel_origin.go names and repairs the workers' origins.
 func (s *session) startParallel(ctx context.Context) error {
 	if s.cfg.Streaming != "parallel" || s.cfg.ParallelWorkers <= 0 {
@@ -219,7 +219,7 @@ func (s *session) startParallel(ctx context.Context) error {
 		return err
 	}
 	watch := parallel.StartWatch(ctx, conn, s.target.PgConn().PID(), s.cfg.Logger)
-	s.applier.SetParallel(parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: copyMinRun,
+	s.applier.SetParallel(parallel.New(parallel.Options{Size: s.cfg.ParallelWorkers, MinRun: engine.CopyMinRun,
 		Dial: &parallelDialer{cfg: s.cfg, main: s.applier}}, watch),
 		func(xid uint32) bool { return s.cfg.spillXids[xid] }, s.cfg.parallelCommitted)
 	return nil
@@ -240,7 +240,7 @@ func (s *session) closeParallel() {
 // (parallel.Dialer), each with an applier of its own.
 type parallelDialer struct {
 	cfg  *Config
-	main *applier // the run loop's
+	main *engine.Applier // the run loop's
 }
 
 // Worker connects worker id and sets its session up like the main one's,
@@ -261,7 +261,7 @@ func (d *parallelDialer) Worker(ctx context.Context, id int) (parallel.Applier, 
 		conn.Close(ctx)
 		return nil, err
 	}
-	wa, err := newWorkerApplier(main, id, sess, &pgxWorkerConn{conn: conn, sess: sess})
+	wa, err := engine.NewWorkerApplier(main, id, sess, engine.NewWorkerConn(conn, sess))
 	if err != nil {
 		conn.Close(ctx)
 		return nil, err

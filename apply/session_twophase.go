@@ -59,7 +59,7 @@ func (s *session) prepareTwoPhase(ctx context.Context) error {
 			"transactions prepared from now on are sent at PREPARE, those prepared earlier at their COMMIT PREPARED")
 	}
 
-	if err := s.applier.enableTwoPhase(ctx, cfg.GIDMode, cfg.Name, configDialer{cfg}); err != nil {
+	if err := s.applier.EnableTwoPhase(ctx, cfg.GIDMode, cfg.Name, configDialer{cfg}); err != nil {
 		return err
 	}
 	return s.findLeftovers(ctx)

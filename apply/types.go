@@ -27,6 +27,14 @@ type SchemaError = engine.SchemaError
 // (engine.ConflictError).
 type ConflictError = engine.ConflictError
 
+// DDLError is a captured DDL statement that failed on the target
+// (engine.DDLError).
+type DDLError = engine.DDLError
+
+// SpillError is a failure to write, read or remove the spill file of a
+// streamed transaction (engine.SpillError).
+type SpillError = engine.SpillError
+
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = engine.ErrConfig
 
@@ -73,4 +81,5 @@ const (
 	OpPrepare          = engine.OpPrepare
 	OpCommitPrepared   = engine.OpCommitPrepared
 	OpRollbackPrepared = engine.OpRollbackPrepared
+	OpDDL              = engine.OpDDL
 )

@@ -54,8 +54,8 @@ const (
 // stop the applier with the target's error.
 type ConflictPolicies map[string]string
 
-// DefaultPolicies are PostgreSQL's subscriber's behaviour.
-func DefaultPolicies() ConflictPolicies {
+// defaultPolicies are PostgreSQL's subscriber's behaviour.
+func defaultPolicies() ConflictPolicies {
 	return ConflictPolicies{
 		ConflictInsertExists:  PolicyError,
 		ConflictUpdateExists:  PolicyError,
@@ -67,7 +67,7 @@ func DefaultPolicies() ConflictPolicies {
 // ParseConflictPolicies parses "kind=policy,kind=policy" (the --on-conflict
 // flag) over the defaults.
 func ParseConflictPolicies(s string) (ConflictPolicies, error) {
-	p := DefaultPolicies()
+	p := defaultPolicies()
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -85,7 +85,7 @@ func ParseConflictPolicies(s string) (ConflictPolicies, error) {
 }
 
 func (p ConflictPolicies) set(kind, policy string) error {
-	if _, ok := DefaultPolicies()[kind]; !ok {
+	if _, ok := defaultPolicies()[kind]; !ok {
 		return fmt.Errorf("%w: unknown conflict kind %q: want insert_exists, update_exists, update_missing or delete_missing", ErrConfig, kind)
 	}
 	switch policy {
@@ -97,9 +97,9 @@ func (p ConflictPolicies) set(kind, policy string) error {
 	return nil
 }
 
-// withDefaults fills in the kinds p leaves out.
+// PoliciesWithDefaults fills in the kinds p leaves out.
 func PoliciesWithDefaults(p ConflictPolicies) (ConflictPolicies, error) {
-	out := DefaultPolicies()
+	out := defaultPolicies()
 	for k, v := range p {
 		if err := out.set(k, v); err != nil {
 			return nil, err

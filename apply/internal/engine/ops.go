@@ -31,9 +31,9 @@ const (
 	OpRollbackPrepared = "ROLLBACK PREPARED"
 )
 
-// OpOf names the operation of a change message: OpInsert for an Insert,
+// opOf names the operation of a change message: OpInsert for an Insert,
 // and so on; "" for a message that is no change.
-func OpOf(t protocol.MessageType) pipeline.Op {
+func opOf(t protocol.MessageType) pipeline.Op {
 	switch t {
 	case protocol.MessageTypeInsert:
 		return pipeline.OpInsert
@@ -47,9 +47,9 @@ func OpOf(t protocol.MessageType) pipeline.Op {
 	return pipeline.OpBegin
 }
 
-// OpOfKind names the operation of a per-row statement kind ('I', 'U',
+// opOfKind names the operation of a per-row statement kind ('I', 'U',
 // 'G' for an UPDATE guarded against a taken key, 'D').
-func OpOfKind(kind byte) pipeline.Op {
+func opOfKind(kind byte) pipeline.Op {
 	switch kind {
 	case 'I':
 		return pipeline.OpInsert

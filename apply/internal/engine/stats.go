@@ -2,8 +2,10 @@ package engine
 
 import (
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Stats counts what the applier did. Fields are updated atomically so that
@@ -23,7 +25,7 @@ type Stats struct {
 	// (stream_parallel.go).
 	ParallelApplied   atomic.Int64
 	ParallelFallbacks atomic.Int64
-	// Conflicts counts conflicts by kind (observe.go).
+	// Conflicts counts conflicts by kind (ConflictStats).
 	Conflicts ConflictStats
 }
 
@@ -68,8 +70,8 @@ func (c *ConflictStats) Get(kind string) int64 {
 	return c.n[kind]
 }
 
-// MoveStats adds the counters of a change to st, and zeroes them in from.
-func MoveStats(from, st *Stats) {
+// moveStats adds the counters of a change to st, and zeroes them in from.
+func moveStats(from, st *Stats) {
 	st.Inserts.Add(from.Inserts.Swap(0))
 	st.CopiedRows.Add(from.CopiedRows.Swap(0))
 	st.Updates.Add(from.Updates.Swap(0))
@@ -89,3 +91,7 @@ func MoveStats(from, st *Stats) {
 		st.Conflicts.mu.Unlock()
 	}
 }
+
+// Seconds is d in seconds, to the millisecond: how log lines give
+// durations.
+func Seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }

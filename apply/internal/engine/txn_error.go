@@ -83,13 +83,13 @@ func keyDetail(err error) string {
 	return pgErr.Detail
 }
 
-// hint is HintFor's advice, with the ways out of a duplicate key filled
+// hint is hintFor's advice, with the ways out of a duplicate key filled
 // in for this transaction: remove the row, skip the transaction, or let
 // the conflict policy of its kind (insert_exists, update_exists) decide.
 func (e *TxnError) hint() string {
 	var pgErr *pgconn.PgError
 	if !errors.As(e.Err, &pgErr) || pgErr.Code != "23505" {
-		return HintFor(e.Err)
+		return hintFor(e.Err)
 	}
 	kind := ""
 	switch e.Op {
@@ -118,10 +118,10 @@ func (e *TxnError) hint() string {
 // b)=(1, 2) already exists.`
 var detailKeyRE = regexp.MustCompile(`^Key \((.*?)\)=\(`)
 
-// IsOtherUnique reports whether a duplicate key error names other columns
+// isOtherUnique reports whether a duplicate key error names other columns
 // than rel's replica identity key (a unique index the conflict policies,
 // which work on that key, do not cover). Unknown is false.
-func IsOtherUnique(rel *relmap.Entry, err error) bool {
+func isOtherUnique(rel *relmap.Entry, err error) bool {
 	var pgErr *pgconn.PgError
 	if rel == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		return false
@@ -145,8 +145,8 @@ func IsOtherUnique(rel *relmap.Entry, err error) bool {
 	return len(key) > 0 && !slices.Equal(key, named)
 }
 
-// HintFor suggests what to do about a target error.
-func HintFor(err error) string {
+// hintFor suggests what to do about a target error.
+func hintFor(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return ""

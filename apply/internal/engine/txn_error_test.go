@@ -34,7 +34,7 @@ func TestDuplicateKeyWaysOut(t *testing.T) {
 			[]string{"did not match this transaction: to skip this transaction, give --skip-lsn 0/6AAB558", "insert_exists=skip"}, []string{"restart with --skip-lsn"}},
 	} {
 		if c.name == "another unique index" {
-			SetCause(c.te, false, IsOtherUnique(rel, c.te.Err))
+			SetCause(c.te, false, isOtherUnique(rel, c.te.Err))
 		}
 		got := c.te.Error()
 		for _, w := range c.want {
@@ -48,7 +48,7 @@ func TestDuplicateKeyWaysOut(t *testing.T) {
 			}
 		}
 	}
-	if IsOtherUnique(rel, dup("Key (id)=(1) already exists.")) {
+	if isOtherUnique(rel, dup("Key (id)=(1) already exists.")) {
 		t.Error("the replica identity key taken for another index")
 	}
 }
