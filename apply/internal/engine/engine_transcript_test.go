@@ -21,7 +21,7 @@ import (
 // the run loop does) onto a recording fake target, and compares what it
 // sent, the commit marks and the outcomes with testdata/engine/*.txt. No
 // PostgreSQL. Rewrite the expectations with
-// `go test ./apply -run TestTranscripts -rewrite` (datadriven).
+// `go test ./apply/internal/engine -run TestTranscripts -rewrite` (datadriven).
 //
 // Directives:
 //
@@ -62,7 +62,7 @@ import (
 //	p 601 gid 0/300 0/308             Stream Prepare
 //	K 601 gid 0/400 0/408             Commit Prepared (commit LSN, end LSN)
 //	r 601 gid 0/308 0/500             Rollback Prepared (prepare end, end)
-//	idle                              applier.Idle, as the loop calls it
+//	idle                              Applier.Idle, as the loop calls it
 //	                                  on a quiet stream
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, filepath.Join("testdata", "engine"), func(t *testing.T, path string) {
