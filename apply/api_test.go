@@ -12,8 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/walapply/walapply/apply/internal/engine"
-	"github.com/walapply/walapply/apply/internal/pipeline"
-	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/protocol"
 )
 
@@ -29,7 +27,7 @@ func TestPermanentClasses(t *testing.T) {
 		"duplicate key":     &TxnError{Op: OpInsert, Err: pg("23505")},
 		"undefined table":   pg("42P01"),
 		"privilege":         pg("42501"),
-		"value":             &columnError{columns: []string{`"v"`}, typ: "integer", err: pg("22P02")},
+		"value":             fmt.Errorf(`column "v" (integer on the target): %w`, pg("22P02")),
 		"protocol order":    engine.OrderError("Commit without Begin"),
 		"config":            fmt.Errorf("%w: no slot", ErrConfig),
 		"not supported":     fmt.Errorf("%w: two-phase", ErrNotSupported),
@@ -80,62 +78,6 @@ func TestPermanentClasses(t *testing.T) {
 	}
 }
 
-// TestOpNames: every operation has one spelling, SQL's, in capitals, in
-// pipeline.Op's names, TxnError.Op and the messages that name an operation;
-// never the protocol message's name ("Insert").
-func TestOpNames(t *testing.T) {
-	for _, c := range []struct {
-		op   pipeline.Op
-		want string
-	}{
-		{pipeline.OpBegin, OpBegin}, {pipeline.OpInsert, OpInsert}, {pipeline.OpUpdate, OpUpdate}, {pipeline.OpDelete, OpDelete},
-		{pipeline.OpTruncate, OpTruncate}, {pipeline.OpOrigin, OpOriginProgress}, {pipeline.OpCommit, OpCommit}, {pipeline.OpCopy, OpCopy},
-	} {
-		if c.op.String() != c.want {
-			t.Errorf("opKind %d is %q, want %q", c.op, c.op, c.want)
-		}
-	}
-	for _, c := range []struct {
-		msg  protocol.MessageType
-		kind byte
-		want string
-	}{
-		{protocol.MessageTypeInsert, 'I', "INSERT"},
-		{protocol.MessageTypeUpdate, 'U', "UPDATE"},
-		{protocol.MessageTypeUpdate, 'G', "UPDATE"},
-		{protocol.MessageTypeDelete, 'D', "DELETE"},
-		{protocol.MessageTypeTruncate, 0, "TRUNCATE"},
-	} {
-		if got := opOf(c.msg).String(); got != c.want {
-			t.Errorf("the op of a %s message is %q, want %q", c.msg, got, c.want)
-		}
-		if c.kind != 0 {
-			if got := opOfKind(c.kind).String(); got != c.want {
-				t.Errorf("the op of statement kind %c is %q, want %q", c.kind, got, c.want)
-			}
-		}
-		if strings.ToUpper(c.want) != c.want || c.msg.String() == c.want {
-			t.Fatalf("the table is wrong for %s", c.want)
-		}
-	}
-	e := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{{Name: "id"}, {Name: "v"}}}}
-	short := &protocol.TupleData{Columns: make([]protocol.TupleColumn, 1)}
-	for _, c := range []struct {
-		op    pipeline.Op
-		which string
-		want  string
-	}{
-		{pipeline.OpInsert, "", `INSERT on "public"."t": its tuple has 1 columns`},
-		{pipeline.OpUpdate, "new", `UPDATE on "public"."t": its new tuple has 1 columns`},
-		{pipeline.OpDelete, "old", `DELETE on "public"."t": its old tuple has 1 columns`},
-	} {
-		err := checkWidth(e, short, c.op, c.which)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocolOrder) {
-			t.Errorf("checkWidth(%s): %v; want %q", c.op, err, c.want)
-		}
-	}
-}
-
 // TestStopContextBounded: StopContext returns when its context ends, even
 // if the applier has not stopped, saying so; Stop still waits.
 func TestStopContextBounded(t *testing.T) {
@@ -154,46 +96,5 @@ func TestStopContextBounded(t *testing.T) {
 	}
 	if err := r.Stop(); err != r.err {
 		t.Errorf("Stop once stopped: %v, want Run's error", err)
-	}
-}
-
-// TestDuplicateKeyWaysOut: a duplicate key's hint gives the commit LSN to
-// skip and the conflict kind of the operation, and leaves --on-conflict
-// out for a unique index other than the replica identity key.
-func TestDuplicateKeyWaysOut(t *testing.T) {
-	rel := &relmap.Entry{Rel: &protocol.Relation{Namespace: "public", Name: "t", Columns: []protocol.RelationColumn{
-		{Name: "id", Flags: protocol.ColumnFlagKey}, {Name: "Code"}}}}
-	dup := func(detail string) error {
-		return &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key value violates unique constraint", Detail: detail}
-	}
-	lsn := protocol.LSN(0x6AAB558)
-	for _, c := range []struct {
-		name      string
-		te        *TxnError
-		want, not []string
-	}{
-		{"insert on the key", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup("Key (id)=(1) already exists.")},
-			[]string{": Key (id)=(1) already exists.", "--skip-lsn 0/6AAB558", "--on-conflict insert_exists=skip", "insert_exists=apply"}, nil},
-		{"update on the key", &TxnError{CommitLSN: lsn, Op: OpUpdate, Err: dup("Key (id)=(1) already exists.")},
-			[]string{"--skip-lsn 0/6AAB558", "--on-conflict update_exists=skip", "update_exists=apply"}, []string{"insert_exists"}},
-		{"another unique index", &TxnError{CommitLSN: lsn, Op: OpInsert, Err: dup(`Key ("Code")=(x) already exists.`), otherUnique: isOtherUnique(rel, dup(`Key ("Code")=(x) already exists.`))},
-			[]string{`Key ("Code")=(x)`, "--skip-lsn 0/6AAB558", "--on-conflict does not apply"}, []string{"insert_exists=skip"}},
-		{"a --skip-lsn in effect", &TxnError{CommitLSN: lsn, Op: OpInsert, SkipLSN: 5, Err: dup("Key (id)=(1) already exists.")},
-			[]string{"did not match this transaction: to skip this transaction, give --skip-lsn 0/6AAB558", "insert_exists=skip"}, []string{"restart with --skip-lsn"}},
-	} {
-		got := c.te.Error()
-		for _, w := range c.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: %q missing from %s", c.name, w, got)
-			}
-		}
-		for _, w := range c.not {
-			if strings.Contains(got, w) {
-				t.Errorf("%s: %q in %s", c.name, w, got)
-			}
-		}
-	}
-	if isOtherUnique(rel, dup("Key (id)=(1) already exists.")) {
-		t.Error("the replica identity key taken for another index")
 	}
 }

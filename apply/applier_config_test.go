@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/walapply/walapply/apply/internal/engine"
 )
 
 // TestEngineConfigOf: each field of the applier's configuration comes from
@@ -12,7 +14,7 @@ func TestEngineConfigOf(t *testing.T) {
 	c := Config{Binary: true, NoGroupCommit: true, GroupMaxWait: 3 * time.Millisecond, NoCompaction: true,
 		Name: "n", Conflicts: ConflictPolicies{ConflictInsertExists: PolicySkip}, SkipLSN: 0x200, noGroupThrough: 0x100}
 	got := engineConfigOf(&c)
-	want := engineConfig{Binary: true, NoGroupThrough: 0x100, GroupMaxWait: 3 * time.Millisecond, Name: "n",
+	want := engine.Options{Binary: true, NoGroupThrough: 0x100, GroupMaxWait: 3 * time.Millisecond, Name: "n",
 		Policies: ConflictPolicies{ConflictInsertExists: PolicySkip}, SkipLSN: 0x200}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("engineConfigOf = %+v, want %+v", got, want)

@@ -157,7 +157,7 @@ func TestRowSecurityNoCopy(t *testing.T) {
 			h.compare(tableRows("rls_t", ""))
 			h.compare(tableRows("plain_t", ""))
 			// plain_t's rows went by COPY (streamed: but for the first rows
-			// of each streamed chunk, stream_copy.go); one COPY into rls_t
+			// of each streamed chunk, internal/engine/stream_copy.go); one COPY into rls_t
 			// would have stopped the applier.
 			var copied int64
 			for _, s := range rec.stats {

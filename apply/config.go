@@ -2,12 +2,13 @@ package apply
 
 import (
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"regexp"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -29,9 +30,9 @@ type Config struct {
 	// target's replication origin.
 	Name string
 	// Streaming is "off", "on" (streamed transactions are spilled and
-	// applied at their commit, stream.go) or "parallel" (applied as they
+	// applied at their commit, internal/engine/stream.go) or "parallel" (applied as they
 	// stream on up to ParallelWorkers connections of their own, default 2,
-	// stream_parallel.go); "" means "on" where the source supports it
+	// internal/engine/stream_parallel.go); "" means "on" where the source supports it
 	// (PostgreSQL 14+). TwoPhase asks for two-phase decoding.
 	Streaming       string
 	ParallelWorkers int
@@ -100,9 +101,9 @@ type Config struct {
 	AllowTimelineChange bool
 
 	// GroupCommit folds consecutive source transactions into one target
-	// transaction (see group.go); on by default through NoGroupCommit.
+	// transaction (see internal/engine/applier_group.go); on by default through NoGroupCommit.
 	NoGroupCommit bool
-	// Conflicts sets a policy per conflict kind (conflict.go); kinds left
+	// Conflicts sets a policy per conflict kind (internal/engine/conflict.go); kinds left
 	// out keep PostgreSQL's behaviour.
 	Conflicts ConflictPolicies
 	// SkipLSN skips the source transaction whose commit LSN it is (prepare
@@ -110,7 +111,7 @@ type Config struct {
 	// changes are not applied, the origin moves past it, and the skip is
 	// logged and recorded in walapply.conflicts. Use the commit LSN an
 	// error named. It is used once: refused at or below the origin's
-	// progress, ignored with a warning once used or passed (skip.go).
+	// progress, ignored with a warning once used or passed (internal/engine/skip.go).
 	SkipLSN protocol.LSN
 
 	// Until stops the run once every source transaction that commits at
@@ -125,7 +126,7 @@ type Config struct {
 	OnUntilReached   func(UntilReached)
 
 	// DDL applies the DDL statements the source captures (walapply ddl
-	// install) at their place in the stream (ddl_apply.go).
+	// install) at their place in the stream (internal/engine/ddl_apply.go).
 	DDL bool
 
 	// NoCompaction turns off net-effect compaction within groups
@@ -151,14 +152,14 @@ type Config struct {
 	// (refresh.go).
 	newTables []sqlgen.Rel
 	// spillXids are the streamed transactions that fell back from
-	// --streaming parallel to the spill path (stream_parallel.go).
+	// --streaming parallel to the spill path (session_stream.go).
 	spillXids map[uint32]bool
 	// openParallel are the transactions applied as they streamed when the
 	// last session ended.
 	openParallel []uint32
 	// parallelCommitted, in tests, runs right after a worker committed and
 	// before the applier's origin follows; an error ends the session there,
-	// as a crash would (stream_parallel.go).
+	// as a crash would (internal/engine/stream_parallel.go).
 	parallelCommitted func(xid uint32) error
 
 	// ConnectTimeout bounds how long Run tries to reach the target and the
@@ -235,7 +236,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := checkStreamingConfig(&cfg); err != nil {
 		return cfg, err
 	}
-	if err := checkParallelConfig(&cfg); err != nil { // stream_parallel.go
+	if err := checkParallelConfig(&cfg); err != nil { // session_stream.go
 		return cfg, err
 	}
 	if err := checkTwoPhaseConfig(&cfg); err != nil {
@@ -244,7 +245,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := checkCopyFormat(&cfg); err != nil {
 		return cfg, err
 	}
-	policies, err := cfg.Conflicts.withDefaults()
+	policies, err := engine.PoliciesWithDefaults(cfg.Conflicts)
 	if err != nil {
 		return cfg, err
 	}

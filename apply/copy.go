@@ -224,7 +224,7 @@ func (c *copier) copyTables(ctx context.Context, tables []*initcopy.Table, point
 		},
 		ConnectTarget: func(ctx context.Context, role string) (*pgx.Conn, error) { return connectTarget(ctx, cfg, role) },
 		NotEmpty: func(table string) error {
-			return &PermanentError{&CopyCheckError{NotEmpty: []string{table}}}
+			return &PermanentError{Err: &CopyCheckError{NotEmpty: []string{table}}}
 		},
 		Refused: func(relation string, err error) error {
 			return &TxnError{Op: OpInitialCopy, Relation: relation, Err: err}

@@ -19,7 +19,7 @@ import (
 func planCopy(f initcopy.Facts) (initcopy.Action, error) {
 	act, err := initcopy.Decide(f)
 	if err != nil {
-		return act, &PermanentError{err}
+		return act, &PermanentError{Err: err}
 	}
 	return act, nil
 }
@@ -30,7 +30,7 @@ func listPublishedTables(ctx context.Context, src *pgx.Conn, pubs []string, vers
 	tables, err := initcopy.ListPublished(ctx, src, pubs, version)
 	var missing *initcopy.PublicationsMissingError
 	if errors.As(err, &missing) {
-		return nil, &PermanentError{err}
+		return nil, &PermanentError{Err: err}
 	}
 	return tables, err
 }
@@ -45,7 +45,7 @@ func checkTargetTables(ctx context.Context, q relmap.Querier, tables, todo []*in
 	if p.None() {
 		return nil
 	}
-	return &PermanentError{(*CopyCheckError)(p)}
+	return &PermanentError{Err: (*CopyCheckError)(p)}
 }
 
 // CopyCheckError lists everything about the target that keeps the initial

@@ -99,43 +99,27 @@
 // progress; permanent ones stop the run with an error naming the relation,
 // the operation, the source transaction and what to do.
 //
-// Structure. engine.Machine (internal/engine) is the pure part: fed one
-// decoded message at a time, it checks the framing (transactions, stream
+// Structure. The applier is package internal/engine. engine.Machine, fed
+// one decoded message at a time, checks the framing (transactions, stream
 // blocks, prepared transactions) and says what the message means (an
-// engine.Event). applier acts on events against a target
-// (applier_target.go: the small interface it needs of the applying
-// connection, and relmap.Catalog for table lookups) and returns what each
-// step did to transactions (an engine.Outcome); Run is the loop around both
-// that owns the connections. The engine's decisions are tested without a
-// server: TestTranscripts feeds messages to the applier over a recording
-// fake target (testdata/engine/*.txt), TestAllocs measures its hot path.
-//
-// The engine's own package (internal/engine) holds, so far, what needs
-// neither the target nor the catalog: engine.Machine, engine.Event,
-// engine.Outcome, engine.AlreadyApplied, engine.OriginTracker,
-// engine.CopyFilter and engine.Group. The applier itself is still here (applier*.go,
-// changes.go, compact_*.go, conflict_sql.go, group.go, skip.go,
-// statements.go, relcache.go, valuecheck.go, rewind.go, stream*.go,
-// prepare*.go, ddl_apply.go), and with it the transcript, fake and
-// allocation tests (engine_*_test.go). Done towards its move (issue 19):
-// it is configured by an engineConfig (applier_config.go: the part of
-// Config it reads, filled by engineConfigOf), and the run loop reaches it
-// through methods (applier_loop.go: Attach, SetStream, SetParallel,
-// SetRaw, StopBackground, ...; armSkip, enableTwoPhase and catchUp, where
-// the session does the I/O and the applier the applying) instead of its
-// fields, except where the applier's own methods live in a loop file.
-// What still keeps it here: those files mix the two (ddl_source.go,
-// stream_parallel*.go, refresh_sync.go's tableWatch, which takes the
-// applier; stream.go, prepare.go and skip.go hold session methods beside
-// applier ones, and must be split first); twoPhaseState, ddlState and
-// streamState keep a *Config (for repair and worker connections); and it
-// uses apply's exported types (Stats, TxnError with its unexported
-// vague and otherUnique, SchemaError, PermanentError, ConflictPolicies,
-// the error sentinels). The next steps: those files split along the
-// session/applier line, the *Config replaced by a dialer, the types moved
-// with aliases left in apply (apisurface lists an alias's name only, so
-// testdata/api.txt would lose their fields unless it follows aliases);
-// then the applier's files and their tests move.
+// engine.Event); engine.Applier acts on events against a target
+// (engine.Target, the small interface it needs of the applying connection,
+// and relmap.Catalog for table lookups) and returns what each step did to
+// transactions (an engine.Outcome). This package is the run loop around
+// it, which owns the connections: the session (run.go, loop.go) feeds it
+// messages; its settings are an engine.Options (engineConfigOf,
+// session_engine.go), the connections it makes beside the applying one go
+// through an engine.Dialer (configDialer), and where a step needs the
+// session's I/O (the --skip-lsn record, the two-phase set-up, the spill
+// directory, a background copy's catch-up) the session does the I/O and
+// the applier the applying (session_*.go, refresh*.go). The types users
+// see (Stats, TxnError, the conflict policies, the operation names, the
+// error kinds) are the engine's, under aliases in types.go; IsTransient
+// is engine.Transient with the session's own cases. The engine's
+// decisions are tested without a server: TestTranscripts feeds messages
+// to the applier over a recording fake target
+// (internal/engine/testdata/engine/*.txt), TestAllocs measures its hot
+// path.
 //
 // # Glossary
 //
@@ -151,23 +135,26 @@
 //     (SendAsync). drain: read the results of the batch in flight. flush:
 //     send and drain, so that the target has executed everything queued
 //     (pipeline.Session.Flush, for a batch that is full or must be known
-//     done, e.g. PREPARE TRANSACTION).
+//     done, e.g. PREPARE TRANSACTION). Two other uses are not walapply's
+//     words but their owners': the flush position of a standby status
+//     update (PostgreSQL's: what is durable, FlushTracker.Feedback), and
+//     state.SpillFile.Flush (bufio's: buffered bytes written to the file).
 //   - settle: drain and record the commits the batch carried as applied
-//     (applier.Settle). A commit counts as applied only once settled.
+//     (engine.Applier.Settle). A commit counts as applied only once settled.
 //   - group: source transactions folded into one target transaction
-//     (engine.Group, group.go); a group of one is an ordinary transaction.
+//     (engine.Group; the applier's side in internal/engine/applier_group.go); a group of one is an ordinary transaction.
 //   - commit: queue the origin advance and COMMIT of the target
-//     transaction and send them without waiting (applier.commit,
-//     commitGroup). CommitAndSettle commits and waits until settled.
+//     transaction and send them without waiting (the engine's
+//     Applier.commit, commitGroup). CommitAndSettle commits and waits until settled.
 //   - write-out: turning the net state compaction holds into statements,
-//     queued (compact_write.go); a group writes out before its commit, and
+//     queued (internal/engine/compact_write.go); a group writes out before its commit, and
 //     earlier when it holds too many rows or a message needs the table.
-//   - idle: the stream is quiet (no message at hand); applier.Idle takes
-//     one step towards nothing pending. Between transactions is "no
-//     transaction" (engine.Machine), and FlushTracker.Idle means no transaction
-//     open and everything applied durable.
+//   - idle: the stream is quiet (no message at hand); engine.Applier.Idle
+//     takes one step towards nothing pending. Between transactions is "no
+//     transaction" (engine.Machine); no transaction open and everything
+//     applied durable is FlushTracker.AllDurable.
 //   - applied: committed (or prepared) on the target and settled: the
-//     origin's progress once durable (applier.Applied). durable: confirmed
+//     origin's progress once durable (engine.Applier.Applied). durable: confirmed
 //     by pg_replication_origin_progress(origin, true); only that is
 //     confirmed to the source (state.FlushTracker).
 //   - already applied: at or before the origin's progress, by the one rule
@@ -185,40 +172,18 @@
 //     applier: takeLease and dropLease, functions of the control
 //     connection, outside the file cycle), until.go (--until), wait.go (Start, Runner), observe.go,
 //     config.go.
-//   - Deciding: applier.go (the
-//     applier and Handle's dispatch), applier_config.go (engineConfig,
-//     what the applier reads of Config), applier_loop.go (what the run
-//     loop asks of it besides Handle), applier_commit.go (commit, Settle,
-//     applied and skipped), applier_fail.go (a failed transaction rolled
-//     back, Abandon), changes.go (a change queued as its statement),
-//     group.go (group commit; where a group ends is engine.Group's), skip.go (--skip-lsn), origin_filter.go
-//     (--origin checked; engine.OriginTracker reports it),
-//     conflict.go (kinds, policies), applier_conflict.go (a conflict
-//     logged and counted),
-//     conflict_sql.go (a change's statement wrapped by its policy; the
-//     SQL is sqlgen's), rewind.go (the
-//     origin moved back after a failed COMMIT or PREPARE).
-//   - The target: applier_target.go (target and relmap.Catalog, what the
-//     applier needs; controlCatalog), statements.go (a change's prepared
-//     statement), relcache.go (applier.relation), registry.go (the
-//     walapply schema; registry.Register),
-//     registry_read.go (ReadRegistered, for walapply status), errors.go
-//     (the error kinds every file uses: PermanentError, ErrConfig and the
-//     other sentinels, SchemaError, ConflictError; IsTransient),
-//     errors_txn.go (TxnError and its hints), errdetail.go, valuecheck.go (the checked retry: which column a
-//     rejected value is in).
-//   - Compaction: compact_write.go (write-out, the inserts, rows packed
-//     into array parameters), compact_keyed.go (the multi-row UPDATE and
-//     DELETE by key); their SQL and the array packing are
-//     internal/compact's (compact.InsertSQL, compact.UpdateSQL,
-//     compact.DeleteSQL, compact.PackArrays); compact_apply.go (which
-//     tables compact; outside the file cycle).
+//   - The applier's side, in this package: session_engine.go (what the
+//     session hands the engine: engineConfigOf, configDialer),
+//     session_skip.go (--skip-lsn's record read; engine.Applier.ArmSkip
+//     decides), session_twophase.go, session_stream.go, session_ddl.go
+//     (their set-up at connect), origin_filter.go (--origin checked;
+//     engine.OriginTracker reports it), types.go (the engine's types under
+//     apply's names), registry.go (the walapply schema;
+//     registry.Register), registry_read.go (ReadRegistered, for walapply
+//     status), errors.go (the run loop's sentinels, IsTransient,
+//     asPermanent), errdetail.go (TLS failures).
 //   - Packages under internal/ (no cycles between them and apply): engine
-//     (the applier's decisions that need neither target nor catalog:
-//     machine.go, the message framing and its events; outcome.go, the
-//     outcome and the one already-applied rule; origin.go, the origin of
-//     the last transaction; copyfilter.go, the changes a copy holds;
-//     group.go, where a group ends),
+//     (the applier; its package doc has the file map),
 //     pipeline (the target session, the real target: pipeline.Session queues
 //     statements, sends one batch while the next is built, COPY in a batch
 //     as steps, the calls outside a batch; pipeline.StmtQueue, pipeline.Op
@@ -250,20 +215,18 @@
 //     compact.Compactor, schema.Plan, valuecheck.Refuses,
 //     registry.Register, timeline.SharedUntil,
 //     copydata.AppendTuple, initcopy.Copier).
-//   - Streamed transactions: stream.go, stream_replay.go, stream_copy.go,
-//     stream_errors.go, stream_publication.go; applied as they stream
-//     (--streaming parallel): package internal/parallel (the pool of
-//     workers, the jobs the run loop hands them, a worker's COPY runs,
-//     the lock-wait watch, the workers' origins; parallel.Pool,
+//   - Streamed transactions (the applying is the engine's):
+//     session_stream.go (the streaming mode and the spill directory at
+//     connect, the pool of --streaming parallel and its dialer, a
+//     publication the source lost); package internal/parallel (the pool of
+//     workers, the jobs the run loop hands them, a worker's COPY runs, the
+//     lock-wait watch, the workers' origins; parallel.Pool,
 //     parallel.Worker, and parallel.Applier, what a worker needs of its
-//     applier), stream_parallel.go (the run loop's side: which
-//     transactions go there, the stream events handed over, the origin
-//     following a worker's commit), stream_parallel_worker.go (a worker's
-//     applier), stream_parallel_origin.go (the workers' origin names, the
+//     applier); stream_parallel_origin.go (the workers' origin names, the
 //     repair at connect; functions of the connection, outside the file
 //     cycle).
-//   - Two-phase: prepare.go, prepare_apply.go, prepare_recover.go (calls
-//     twophase.Leftovers, the restart recovery).
+//   - Two-phase (the applying is the engine's): session_twophase.go (the
+//     checks, the slot, twophase.Leftovers, the restart recovery).
 //   - Initial copy and tables published later (the work is
 //     internal/initcopy's): copy.go (an attempt: the slot, the record in
 //     walapply.copies, the origin; initcopy.Copier with apply's
@@ -273,12 +236,15 @@
 //     (CopyFormat*), copy_filter.go (loadCopyFilter: the copied
 //     tables read for engine.CopyFilter, which skips the streamed changes
 //     a copy holds), copy_sequences.go (SyncSequences), refresh.go,
-//     refresh_state.go, refresh_sync.go; with --schema: schema.go (the
+//     refresh_state.go, refresh_sync.go (the session's side of tables
+//     published later; the watch and the set-aside changes are the
+//     engine's, engine.TableWatch); with --schema: schema.go (the
 //     sections created and the phase recorded), schema_plan.go
 //     (internal/schema's plan, pg_dump and errors as apply's; the
 //     preflight's check).
-//   - Captured DDL (--ddl): ddl_apply.go, ddl_source.go (the capture is
-//     internal/ddl).
+//   - Captured DDL (--ddl): session_ddl.go (the publications read at
+//     connect, the preflight's check); the applying is the engine's
+//     (engine.DDLState), the capture internal/ddl's.
 //   - Checks and tools: preflight.go, privileges.go, privileges_target.go,
 //     identity.go (slot and origin agree), timeline.go (the
 //     source's history checked, historyCheck, over what the preflight

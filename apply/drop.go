@@ -147,7 +147,7 @@ func Drop(ctx context.Context, dc DropConfig) (*DropReport, error) {
 			return nil, err
 		}
 		if holder.Backend != 0 || attempt > 0 { // else it let go meanwhile: once more
-			return nil, &PermanentError{holder}
+			return nil, &PermanentError{Err: holder}
 		}
 	}
 	defer releaseLease(context.WithoutCancel(ctx), conn, dc.Name)
@@ -209,7 +209,7 @@ func dropSourceCheck(ctx context.Context, dc DropConfig, f *dropFacts, slot *Dro
 		return nil, fmt.Errorf("identifying the source system: %w", err)
 	}
 	if f.systemID != "" && sys.SystemID != f.systemID {
-		return nil, &PermanentError{fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source given is %s: "+
+		return nil, &PermanentError{Err: fmt.Errorf("%w: applier %q replicates from the cluster with system identifier %s, but the source given is %s: "+
 			"nothing was dropped; give the applier's source, or --keep-slot to leave its slot", ErrWrongSource, dc.Name, f.systemID, sys.SystemID)}
 	}
 	deadline := time.Now().Add(slotActiveWait)
@@ -227,7 +227,7 @@ func dropSourceCheck(ctx context.Context, dc DropConfig, f *dropFacts, slot *Dro
 			return rc, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, &PermanentError{fmt.Errorf("replication slot %q of applier %q is in use on the source by process %d (pg_replication_slots.active_pid), "+
+			return nil, &PermanentError{Err: fmt.Errorf("replication slot %q of applier %q is in use on the source by process %d (pg_replication_slots.active_pid), "+
 				"while no walapply runs applier %q against this target: stop whatever streams from it, then drop again (or drop with --keep-slot and drop the slot later); nothing was dropped",
 				f.slot, dc.Name, st.ActivePID, dc.Name)}
 		}

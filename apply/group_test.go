@@ -3,8 +3,6 @@ package apply
 import (
 	"testing"
 	"time"
-
-	"github.com/walapply/walapply/apply/internal/engine"
 )
 
 // TestReceiveDeadline checks the run loop's receive deadline: never in
@@ -13,19 +11,12 @@ import (
 // while work is pending, else at the next feedback.
 func TestReceiveDeadline(t *testing.T) {
 	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	for _, pending := range []string{"nothing", "group", "batch in flight"} {
+	for _, pending := range []string{"nothing", "pending"} {
 		for _, off := range []time.Duration{0, 1, 999_999, 1_000_000, 1_500_000} {
 			for _, fb := range []time.Duration{100 * time.Microsecond, 2 * time.Millisecond, time.Second} {
 				now := base.Add(off)
 				next := now.Add(fb)
-				s := &session{cfg: &Config{}, applier: &applier{sess: newFakeTarget()}}
-				switch pending {
-				case "group":
-					s.applier.group = engine.Group{Count: 5, Opened: now.Add(-time.Hour)}
-				case "batch in flight":
-					s.applier.sess.(*fakeTarget).flying = &fakeBatch{}
-				}
-				d := s.receiveDeadline(now, next)
+				d := receiveDeadline(now, next, pending != "nothing")
 				if !d.After(now) {
 					t.Errorf("%s, now+%v, feedback in %v: deadline %v is not after now", pending, off, fb, d.Sub(now))
 				}

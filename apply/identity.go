@@ -119,7 +119,7 @@ func (s *session) refuseNewSlot(ctx context.Context) error {
 	if held == protocol.InvalidLSN {
 		return nil
 	}
-	return &PermanentError{fmt.Errorf("%w: replication slot %q of applier %q no longer exists on the source, and the applier holds its changes up to %s (origin %q at %s): "+
+	return &PermanentError{Err: fmt.Errorf("%w: replication slot %q of applier %q no longer exists on the source, and the applier holds its changes up to %s (origin %q at %s): "+
 		"a slot created now would begin at the source's current position and skip every change after %s; not creating it. "+
 		"Bring the target's published tables back in step (for example: walapply drop --name %s, then a new start with --copy)",
 		ErrSlotAhead, cfg.Slot, cfg.Name, held, s.origin, progress, held, cfg.Name)}
@@ -133,7 +133,7 @@ func slotAheadError(applier, slot, origin string, slotFlush, progress, confirmed
 	if slotFlush <= held {
 		return nil
 	}
-	return &PermanentError{fmt.Errorf("%w: replication slot %q was confirmed up to %s, but applier %q holds the source's changes only up to %s "+
+	return &PermanentError{Err: fmt.Errorf("%w: replication slot %q was confirmed up to %s, but applier %q holds the source's changes only up to %s "+
 		"(origin %q at %s; walapply.appliers.confirmed_lsn, the furthest it confirmed, at %s): the changes from %s to %s are gone from the slot and never reached the target. "+
 		"Something other than this applier moved the slot (pg_replication_slot_advance, another client streaming from it, the slot dropped and created again), "+
 		"or the target was restored from an older backup; walapply does not skip them silently. "+
@@ -162,7 +162,7 @@ func (s *session) confirm(ctx context.Context) (write, flush, apply protocol.LSN
 		return 0, 0, 0, fmt.Errorf("recording confirmed position %s of applier %q in walapply.appliers on the target: %w", flush, s.cfg.Name, err)
 	}
 	if rows != 1 {
-		return 0, 0, 0, &PermanentError{fmt.Errorf("applier %q has no row in walapply.appliers on the target any more (dropped while it ran?): not confirming %s", s.cfg.Name, flush)}
+		return 0, 0, 0, &PermanentError{Err: fmt.Errorf("applier %q has no row in walapply.appliers on the target any more (dropped while it ran?): not confirming %s", s.cfg.Name, flush)}
 	}
 	s.confirmed = flush
 	return write, flush, apply, nil

@@ -61,7 +61,7 @@ func (k *streamKeeper) sendStatus(ctx context.Context, w, f, a protocol.LSN, rep
 }
 
 // resendStatus sends the positions last confirmed again, as a keepalive
-// (a long replay of a streamed transaction, stream.go).
+// (a long replay of a streamed transaction, internal/engine/stream.go).
 func (k *streamKeeper) resendStatus(ctx context.Context) error {
 	w, f, a := k.last()
 	return k.use(func(*protocol.ReplStream) error { return k.writeStatus(ctx, w, f, a, false) })

@@ -178,7 +178,7 @@ func takeLease(ctx context.Context, conn *pgx.Conn, name string, backend *uint32
 		if why := holderGone(holder, *backend); why != "" {
 			return fmt.Errorf("%w (target backend %d; %s)", errLeaseNotReleased, holder.Backend, why)
 		}
-		return &PermanentError{holder}
+		return &PermanentError{Err: holder}
 	}
 	*backend = conn.PgConn().PID()
 	leasesHeld.Store(*backend, struct{}{})

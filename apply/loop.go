@@ -3,11 +3,10 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/initcopy"
-	"math"
 	"time"
 
 	"github.com/walapply/walapply/apply/internal/engine"
+	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 )
@@ -58,7 +57,7 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		s.applier.SetClock(now)
 		err := s.keeper.use(func(rs *protocol.ReplStream) error {
-			return rs.ReceiveBefore(ctx, s.receiveDeadline(now, nextFeedback), &ev)
+			return rs.ReceiveBefore(ctx, receiveDeadline(now, nextFeedback, s.applier.Pending()), &ev)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -73,7 +72,7 @@ func (s *session) loop(ctx context.Context) error {
 			// The position names where the stream broke, also when the
 			// damage left nothing of the message's own header to read.
 			err = fmt.Errorf("receiving from the source after source LSN %s: %w", s.serverWALEnd, err)
-			return s.publicationLost(applyCtx, err) // stream_publication.go
+			return s.publicationLost(applyCtx, err) // session_stream.go
 		}
 		switch ev.Kind {
 		case protocol.EventXLogData:
@@ -96,7 +95,7 @@ func (s *session) loop(ctx context.Context) error {
 }
 
 // receiveDeadline is when the loop stops waiting for the next message: at
-// the next feedback, and while work is pending (Pending) as soon as the
+// the next feedback, and while work is pending (the applier's Pending) as soon as the
 // stream has nothing more at hand, after a millisecond; the group then
 // commits (or, inside a source transaction, nothing happens). A group that
 // keeps receiving ends by age instead (endGrouped). The deadline is rounded
@@ -105,9 +104,9 @@ func (s *session) loop(ctx context.Context) error {
 // socket only when it changes), and it is never in the past: a deadline
 // that has passed would time out every receive that needs the socket, and
 // the loop would spin without reading.
-func (s *session) receiveDeadline(now, nextFeedback time.Time) time.Time {
+func receiveDeadline(now, nextFeedback time.Time, pending bool) time.Time {
 	deadline := nextFeedback
-	if d := now.Add(time.Millisecond); s.applier.Pending() && d.Before(deadline) {
+	if d := now.Add(time.Millisecond); pending && d.Before(deadline) {
 		deadline = d
 	}
 	return deadline.Truncate(time.Millisecond).Add(time.Millisecond)
@@ -117,13 +116,13 @@ func (s *session) receiveDeadline(now, nextFeedback time.Time) time.Time {
 func (s *session) handle(ctx context.Context, ev *protocol.StreamEvent) error {
 	msg, err := s.decoder.Decode(ev.Data)
 	if err != nil {
-		return &PermanentError{fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
+		return &PermanentError{Err: fmt.Errorf("decoding the replication message at source LSN %s: %w; nothing of the transaction was applied or confirmed", ev.WALStart, err)}
 	}
 	if s.pastUntil(msg) { // until.go: not applied; the loop stops
 		s.untilPassed = true
 		return nil
 	}
-	s.applier.SetRaw(ev.Data) // spilled as received (stream.go)
+	s.applier.SetRaw(ev.Data) // spilled as received (internal/engine/stream.go)
 	e, o, err := s.applier.Handle(ctx, msg)
 	if err != nil {
 		return err
@@ -202,7 +201,7 @@ func (s *session) feedback(ctx context.Context) error {
 		s.cfg.OnProgress(s.progress(f))
 	}
 	s.observe(f)
-	s.checkLeftovers(ctx) // prepare_recover.go
+	s.checkLeftovers(ctx) // session_twophase.go
 	return nil
 }
 
@@ -233,11 +232,11 @@ func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (
 	p := s.progress(f)
 	secs := elapsed.Seconds()
 	lagBytes := uint64(0)
-	if p.Received > p.Applied && !s.tracker.Idle() {
+	if p.Received > p.Applied && !s.tracker.AllDurable() {
 		lagBytes = uint64(p.Received - p.Applied)
 	}
 	lag := time.Duration(0)
-	if !p.LastCommitAt.IsZero() && !s.tracker.Idle() {
+	if !p.LastCommitAt.IsZero() && !s.tracker.AllDurable() {
 		lag = time.Since(p.LastCommitAt)
 	}
 	s.cfg.Logger.Info().
@@ -252,4 +251,4 @@ func (s *session) logProgress(elapsed time.Duration, lastTxns, lastRows int64) (
 
 // seconds is a duration for a log field named *_seconds (the log's rule
 // for durations: cmd/walapply/logging.go), to the millisecond.
-func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+func seconds(d time.Duration) float64 { return engine.Seconds(d) }

@@ -1,8 +1,6 @@
 package apply
 
 import (
-	"maps"
-	"sync"
 	"time"
 
 	"github.com/walapply/walapply/protocol"
@@ -85,47 +83,6 @@ type Observation struct {
 // receipts are a session's LastMessageAt and LastKeepaliveAt.
 type receipts struct{ message, keepalive time.Time }
 
-// ConflictStats counts conflicts by kind, named as PostgreSQL 18's
-// subscriber names them in its log and in pg_stat_subscription_stats
-// (insert_exists, update_missing, delete_missing, ...). The zero value is
-// ready to use; it is safe for concurrent use.
-type ConflictStats struct {
-	mu sync.Mutex
-	n  map[string]int64
-}
-
-// Add counts one conflict of kind.
-func (c *ConflictStats) Add(kind string) {
-	c.mu.Lock()
-	if c.n == nil {
-		c.n = map[string]int64{}
-	}
-	c.n[kind]++
-	c.mu.Unlock()
-}
-
-// ConflictKinds are the kinds ConflictStats counts: the four kinds of
-// --on-conflict, and skipped_by_user for a transaction skipped with
-// --skip-lsn (PostgreSQL counts none; walapply records it with the
-// conflicts).
-func ConflictKinds() []string {
-	return []string{ConflictInsertExists, ConflictUpdateExists, ConflictUpdateMissing, ConflictDeleteMissing, skipKindUsed}
-}
-
-// Snapshot returns the counts so far by kind (kinds never seen are absent).
-func (c *ConflictStats) Snapshot() map[string]int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.n)
-}
-
-// Get returns the count of one kind.
-func (c *ConflictStats) Get(kind string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[kind]
-}
-
 // observeConnected is the hook at the end of session.connect.
 func (c *Config) observeConnected(start protocol.LSN) {
 	if c.Observer != nil {
@@ -161,7 +118,7 @@ func (s *session) observation(flushed protocol.LSN, now time.Time) Observation {
 	// In flight: a transaction begun and not yet committed (grouped ones
 	// included), or committed and not yet known durable.
 	applying, commitTime := a.Applying()
-	inFlight := applying || !s.tracker.Idle()
+	inFlight := applying || !s.tracker.AllDurable()
 	if !inFlight && o.Received <= o.Flushed {
 		o.CaughtUp, o.LagKnown = true, true
 		return o

@@ -59,7 +59,7 @@ func checkOriginSupport(origin string, serverVersion int) error {
 	if origin != OriginNone || serverVersion >= originMinVersion {
 		return nil
 	}
-	return &PermanentError{fmt.Errorf("--origin none needs a source running PostgreSQL 16 or later, and this source runs %s: "+
+	return &PermanentError{Err: fmt.Errorf("--origin none needs a source running PostgreSQL 16 or later, and this source runs %s: "+
 		"older servers send every change, including those replicated into them from elsewhere, so they cannot break a replication loop; "+
 		"use --origin any (and no bidirectional setup with this source; see docs/TOPOLOGIES.md): %w",
 		versionString(serverVersion), protocol.ErrUnsupported)}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/walapply/walapply/apply/internal/initcopy"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
 	"github.com/walapply/walapply/twophase"
@@ -60,7 +60,7 @@ var preflightChecks = []preflightCheck{
 	checkCopyPlan,
 	checkSchema, // schema.go
 	checkCopyTargets,
-	checkDDL, // ddl_apply.go
+	checkDDL, // session_ddl.go
 }
 
 // PreflightError lists every problem the preflight found. Nothing was
@@ -119,7 +119,7 @@ func (s *session) preflight(ctx context.Context) (*preflightFacts, error) {
 		problems = append(problems, p...)
 	}
 	if len(problems) > 0 {
-		return nil, &PermanentError{&PreflightError{Problems: problems}}
+		return nil, &PermanentError{Err: &PreflightError{Problems: problems}}
 	}
 	return f, nil
 }
@@ -190,7 +190,7 @@ func checkWALLevel(_ context.Context, _ *session, f *preflightFacts) ([]error, e
 // checkPublications: every --publication exists in the source database.
 // The walsender does not check them at START_REPLICATION: PostgreSQL 15 to
 // 17 fail at the first change, and 18 only warns and sends nothing for a
-// missing one (the stream's side of it is in stream_publication.go).
+// missing one (the stream's side of it is in session_stream.go).
 func checkPublications(_ context.Context, s *session, f *preflightFacts) ([]error, error) {
 	var missing []string
 	for _, p := range s.cfg.Publications {

@@ -62,7 +62,7 @@ func TestPreflightChecks(t *testing.T) {
 	if got := e.Error(); !strings.Contains(got, "2 problems") || !strings.Contains(got, "(1) one; (2) two") {
 		t.Errorf("PreflightError: %q", got)
 	}
-	if !errors.Is(&PermanentError{e}, one) || IsTransient(&PermanentError{e}) {
+	if !errors.Is(&PermanentError{Err: e}, one) || IsTransient(&PermanentError{Err: e}) {
 		t.Error("a preflight problem is not found by errors.Is, or is transient")
 	}
 }

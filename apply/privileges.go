@@ -157,7 +157,7 @@ func checkPrivileges(ctx context.Context, source, target *pgx.Conn, cfg *Config)
 			e.Target = append(e.Target, p.String())
 		}
 	}
-	return &PermanentError{e}
+	return &PermanentError{Err: e}
 }
 
 // privilegeProblems returns every privilege a run of cfg over tables (the

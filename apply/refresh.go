@@ -7,77 +7,17 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/initcopy"
-	"github.com/walapply/walapply/apply/internal/relmap"
 	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
-
-// notCopiedWarning is logged once for each table published later to an
-// applier without --copy.
-const notCopiedWarning = "newly published table: its changes are applied from here on, but its existing rows are not copied (the applier was not started with --copy); copy them yourself or start a new applier with --copy"
-
-// newTablesError ends a session whose stream named a published table the
-// applier has not copied: Run starts the next session at once, without
-// backoff, and that session copies it (refreshTables).
-type newTablesError struct{ tables []sqlgen.Rel }
-
-func (e *newTablesError) Error() string {
-	return "apply: the stream names newly published table(s) " + relNames(e.tables) + ": restarting the session to copy them"
-}
-
-func relNames(ns []sqlgen.Rel) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = sqlgen.QuoteQualified(n.Schema, n.Name)
-	}
-	return strings.Join(s, ", ")
-}
-
-// tableWatch checks the stream's Relation messages against the tables the
-// applier knows.
-type tableWatch struct {
-	applier string
-	// copying: the applier copies tables published later (its initial
-	// copy finished); else it records and warns.
-	copying bool
-	known   map[sqlgen.Rel]bool
-	syncs   syncs // tables being copied in the background (refresh_sync.go)
-}
-
-// check is called with every Relation message, before anything of the
-// transaction it belongs to is applied to that table.
-func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relation) error {
-	if w == nil {
-		return nil
-	}
-	if err := w.relationChanged(a, rel); err != nil {
-		return err
-	}
-	n := sqlgen.Rel{Schema: relmap.SourceSchema(rel.Namespace), Name: rel.Name}
-	if w.known[n] {
-		return nil
-	}
-	if w.copying {
-		return w.begin(ctx, a, n) // refresh_sync.go
-	}
-	w.known[n] = true
-	a.log.Warn().Str("relation", sqlgen.LogRelation(n.Schema, n.Name)).
-		Msg(notCopiedWarning)
-	if a.catalog == nil {
-		return nil
-	}
-	if err := recordNotCopied(ctx, a.catalog, w.applier, []sqlgen.Rel{n}); err != nil {
-		return fmt.Errorf("recording newly published table %s: %w", sqlgen.QuoteQualified(n.Schema, n.Name), err)
-	}
-	return nil
-}
 
 // refreshTables brings walapply.copy_state up to date with the tables the
 // publications publish now, copies the new ones when the applier copies,
 // and returns the watch for the stream's Relation messages. It runs at
 // every session start, after the initial copy and before streaming.
-// seen are the tables the previous session stopped for (newTablesError).
+// seen are the tables the previous session stopped for (engine.NewTablesError).
 //
 // Tables published after an applier started: what PostgreSQL's
 // ALTER SUBSCRIPTION ... REFRESH PUBLICATION (copy_data = true) does.
@@ -85,7 +25,7 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // walapply.copy_state is the applier's list of the tables it knows, like
 // pg_subscription_rel. Every session start compares it with the tables the
 // publications publish now (refreshTables), and the applier checks every
-// Relation message of the stream against it (tableWatch.check), since the
+// Relation message of the stream against it (engine.TableWatch.check), since the
 // stream names a newly published table in a Relation message before the
 // first change to it.
 //
@@ -109,10 +49,10 @@ func (w *tableWatch) check(ctx context.Context, a *applier, rel *protocol.Relati
 // A table found in the stream (its first Relation message) is copied in
 // the background while the session applies the other tables
 // (refresh_sync.go). Where that cannot be done, the session ends instead
-// (newTablesError) before anything of the table is applied: what is
+// (engine.NewTablesError) before anything of the table is applied: what is
 // uncommitted is rolled back, as after any transient error, and Run
 // starts the next session at once, which copies the table as above.
-func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableWatch, error) {
+func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*engine.TableWatch, error) {
 	cfg, log := s.cfg, s.cfg.Logger
 	rec, err := initcopy.ReadRecord(ctx, s.control, cfg.Name)
 	if err != nil {
@@ -196,7 +136,7 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableW
 	if !copying && !first {
 		for _, t := range todo {
 			log.Warn().Str("relation", sqlgen.LogRelation(t.Schema, t.Name)).
-				Msg(notCopiedWarning)
+				Msg(engine.NotCopiedWarning)
 		}
 	}
 	if len(toCopy) > 0 {
@@ -204,30 +144,30 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*tableW
 			return nil, err
 		}
 	}
-	w := &tableWatch{applier: cfg.Name, copying: copying, known: map[sqlgen.Rel]bool{}}
+	w := engine.NewTableWatch(cfg.Name, copying, recordNotCopied)
 	for n, k := range known {
 		// A table that is not published now is known only if the stream
 		// may still bring changes it made while it was published: else
 		// its Relation message is news.
 		if k.published || !copying {
-			w.known[n] = true
+			w.Know(n)
 		}
 	}
 	for _, t := range tables {
-		w.known[t.Rel] = true
+		w.Know(t.Rel)
 	}
 	for _, n := range seen {
-		w.known[n] = true // stopped for once; not published now, nothing to copy
+		w.Know(n) // stopped for once; not published now, nothing to copy
 	}
 	for _, n := range removed {
-		w.known[n] = true
+		w.Know(n)
 	}
 	parts, err := partitionsOf(ctx, src, tables, s.source.ServerVersion())
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range parts {
-		w.known[n] = true
+		w.Know(n)
 	}
 	return w, nil
 }

@@ -3,11 +3,11 @@ package apply
 import (
 	"context"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/walapply/walapply/apply/internal/initcopy"
 	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/state"
 )
 

@@ -48,7 +48,7 @@ var ErrOriginTaken = registry.ErrOriginTaken
 func registerApplier(ctx context.Context, conn *pgx.Conn, a registry.Applier, sys protocol.SystemInfo, log zerolog.Logger) error {
 	err := registry.Register(ctx, conn, a, sys, log)
 	if errors.Is(err, ErrWrongSlot) || errors.Is(err, ErrOriginTaken) {
-		return &PermanentError{err}
+		return &PermanentError{Err: err}
 	}
 	return err
 }

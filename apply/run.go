@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -12,6 +11,7 @@ import (
 	"github.com/walapply/walapply/apply/internal/engine"
 	"github.com/walapply/walapply/apply/internal/pipeline"
 	"github.com/walapply/walapply/apply/internal/registry"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/internal/secret"
 	"github.com/walapply/walapply/protocol"
 	"github.com/walapply/walapply/state"
@@ -42,14 +42,14 @@ func Run(ctx context.Context, c Config) error {
 		if err == nil {
 			return nil
 		}
-		var nt *newTablesError
+		var nt *engine.NewTablesError
 		if errors.As(err, &nt) {
 			// Not a failure: the next session copies them (refresh.go).
-			log.Info().Str("relations", sqlgen.LogRelations(nt.tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
-			cfg.newTables = append(cfg.newTables, nt.tables...)
+			log.Info().Str("relations", sqlgen.LogRelations(nt.Tables)).Msg("newly published table(s) in the stream; starting a new session to copy them")
+			cfg.newTables = append(cfg.newTables, nt.Tables...)
 			continue
 		}
-		if cfg.parallelFallback(err) { // stream_parallel.go
+		if cfg.parallelFallback(err) { // session_stream.go
 			cfg.observeSessionEnded(err)
 			continue
 		}
@@ -61,7 +61,7 @@ func Run(ctx context.Context, c Config) error {
 		var te *TxnError
 		if cfg.retryUngrouped(err, &te) {
 			// Apply what came before the failed transaction one by one,
-			// so that the error stops exactly at it (see group.go).
+			// so that the error stops exactly at it (see internal/engine/applier_group.go).
 			log.Info().Stringer("commit_lsn", te.CommitLSN).Msg("a transaction failed inside a group or on a value; retrying without grouping up to it")
 			cfg.noGroupThrough = te.CommitLSN
 			continue
@@ -92,12 +92,13 @@ func Run(ctx context.Context, c Config) error {
 // before the one the last retry stopped at (a group's multi-row
 // statements name its last transaction; applied one by one, an earlier
 // one failed) is retried once more, to check that transaction's values
-// (valuecheck.go).
+// (internal/engine/valuecheck.go).
 func (c *Config) retryUngrouped(err error, te **TxnError) bool {
 	if !errors.As(err, te) || (*te).CommitLSN == c.noGroupThrough {
 		return false
 	}
-	return ((*te).Grouped || (*te).vague) && c.noGroupThrough < (*te).CommitLSN || (*te).vague
+	vague := engine.Vague(*te)
+	return ((*te).Grouped || vague) && c.noGroupThrough < (*te).CommitLSN || vague
 }
 
 // session is one connected run: the connections and the loop state.
@@ -110,7 +111,7 @@ type session struct {
 	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string
 	facts   *preflightFacts // what the preflight learned (preflight.go)
-	applier *applier
+	applier *engine.Applier
 	tracker *state.FlushTracker
 	heard   receipts // when the walsender was last heard from (observe.go)
 	decoder *protocol.Decoder
@@ -280,20 +281,20 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.checkSlotPosition(ctx, start); err != nil { // identity.go
 		return err
 	}
-	s.applier = newApplier(log, sess, engineConfigOf(cfg), start)
+	s.applier = engine.New(log, sess, engineConfigOf(cfg), start)
 	copied, err := loadCopyFilter(ctx, s.control, cfg.Name, start) // copy_filter.go
 	if err != nil {
 		return err
 	}
-	var ddl *ddlState
+	var ddl *engine.DDLState
 	if cfg.DDL {
-		if ddl, err = s.ddlPublications(ctx); err != nil { // ddl_apply.go
+		if ddl, err = s.ddlPublications(ctx); err != nil { // session_ddl.go
 			return err
 		}
 	}
-	watch.syncs.start = s.startSync // refresh_sync.go
+	watch.SetStart(s.startSync) // refresh_sync.go
 	s.applier.Attach(s.control, copied, watch, ddl)
-	if err := s.checkSkip(ctx, start); err != nil { // skip.go
+	if err := s.checkSkip(ctx, start); err != nil { // session_skip.go
 		return err
 	}
 	s.tracker = state.NewFlushTracker(start)
@@ -340,7 +341,7 @@ func (s *session) ensureSlot(ctx context.Context) error {
 		return s.ensureFailover(ctx, st) // failover.go
 	}
 	if !cfg.CreateSlot {
-		return &PermanentError{fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
+		return &PermanentError{Err: fmt.Errorf("replication slot %q does not exist on the source; create it with --create-slot (or SELECT pg_create_logical_replication_slot('%s', 'pgoutput') on the source)", cfg.Slot, cfg.Slot)}
 	}
 	if err := s.refuseNewSlot(ctx); err != nil { // identity.go
 		return err

@@ -46,7 +46,7 @@ const (
 //     turns 'post-data' at the end.
 //
 // Streaming starts only after post-data: the apply path looks the target
-// relations up (relcache.go) when the stream first names them, and the
+// relations up (internal/engine/relcache.go) when the stream first names them, and the
 // replica identity key it needs for UPDATE and DELETE is there by then.
 //
 // What already exists on the target is looked at first (schema.Plan), and
@@ -119,7 +119,7 @@ func (c *copier) preData(ctx context.Context, plan *schemaPlan) error {
 		return err
 	})
 	if err != nil {
-		return &PermanentError{fmt.Errorf("--schema: %w (nothing of the pre-data section was kept)", err)}
+		return &PermanentError{Err: fmt.Errorf("--schema: %w (nothing of the pre-data section was kept)", err)}
 	}
 	c.rec.Exists, c.rec.SchemaPhase = true, schemaPreData
 	cfg.Logger.Info().Int("tables", len(plan.Tables)).Int("types", len(plan.Types)).Int("functions", len(plan.Funcs)).
@@ -169,7 +169,7 @@ func postDataError(err error) error {
 	var entry *schema.EntryError
 	var pe *pgconn.PgError
 	if errors.As(err, &entry) && errors.As(entry.Err, &pe) {
-		return &PermanentError{err}
+		return &PermanentError{Err: err}
 	}
 	return err
 }

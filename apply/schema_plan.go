@@ -36,7 +36,7 @@ func planSchema(ctx context.Context, src, tgt schema.Querier, tables []*initcopy
 		return nil, err
 	}
 	if len(p.Conflicts) > 0 {
-		return nil, &PermanentError{&SchemaConflictError{Conflicts: p.Conflicts}}
+		return nil, &PermanentError{Err: &SchemaConflictError{Conflicts: p.Conflicts}}
 	}
 	plan := &schemaPlan{Plan: p}
 	for _, o := range p.Tables {
@@ -59,7 +59,7 @@ func schemaObjects(tables []*initcopy.Table) []schema.Object {
 func findPgDump(ctx context.Context, cfg *Config, version int) (schema.PgDump, error) {
 	d, err := schema.Find(ctx, cfg.PgDump, version)
 	if err != nil {
-		return d, &PermanentError{err}
+		return d, &PermanentError{Err: err}
 	}
 	return d, nil
 }
@@ -74,7 +74,7 @@ func dumpSection(ctx context.Context, d schema.PgDump, cfg *Config, section stri
 	case errors.Is(err, schema.ErrConnString):
 		return "", fmt.Errorf("%w: %v", ErrConfig, err)
 	case errors.As(err, &tool):
-		return "", &PermanentError{err}
+		return "", &PermanentError{Err: err}
 	}
 	return script, err
 }
@@ -94,10 +94,10 @@ func checkSchema(ctx context.Context, s *session, f *preflightFacts) ([]error, e
 		if err != nil || rec.SchemaPhase != schemaPreData {
 			return nil, err
 		}
-		return []error{&PermanentError{fmt.Errorf("the unfinished initial copy of applier %q was started with --schema and its indexes and constraints are not built yet: run again with --copy --schema", cfg.Name)}}, nil
+		return []error{&PermanentError{Err: fmt.Errorf("the unfinished initial copy of applier %q was started with --schema and its indexes and constraints are not built yet: run again with --copy --schema", cfg.Name)}}, nil
 	}
 	if !cfg.Copy {
-		return []error{&PermanentError{errors.New("--schema creates the target tables for the initial copy and needs --copy")}}, nil
+		return []error{&PermanentError{Err: errors.New("--schema creates the target tables for the initial copy and needs --copy")}}, nil
 	}
 	if !f.copyTodo {
 		return nil, nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
 	"github.com/walapply/walapply/testenv"
 )
 

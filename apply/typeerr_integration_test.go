@@ -123,7 +123,7 @@ func TestTypeErrorNamesColumn(t *testing.T) {
 		run(name, "copy", false, id, `INSERT on "public"."tv": `+tooLong("a"), 0)
 
 		// A streamed transaction: its run of inserts goes as COPY when
-		// its spill file is replayed (stream_copy.go).
+		// its spill file is replayed (internal/engine/stream_copy.go).
 		name = slot()
 		id = 3000
 		h.source(fmt.Sprintf(`BEGIN; INSERT INTO mark VALUES (%d);

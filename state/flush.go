@@ -169,9 +169,9 @@ func (t *FlushTracker) Restart(start protocol.LSN) {
 	t.received = t.applied
 }
 
-// Idle reports whether no transaction is in progress and everything applied
+// AllDurable reports whether no transaction is in progress and everything applied
 // is known durable, the state in which the received position is confirmed.
-func (t *FlushTracker) Idle() bool {
+func (t *FlushTracker) AllDurable() bool {
 	return t.open == 0 && t.applied <= t.durable
 }
 
@@ -187,7 +187,7 @@ func (t *FlushTracker) NeedsDurableCheck() bool {
 // the write position, which would confirm data that is not durable.
 func (t *FlushTracker) Feedback() (write, flush, apply protocol.LSN) {
 	flush, apply = t.durable, t.applied
-	if t.Idle() {
+	if t.AllDurable() {
 		flush, apply = t.received, t.received
 	}
 	// Monotonic. Safe: a position once confirmed covered only durable commits

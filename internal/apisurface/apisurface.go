@@ -6,6 +6,7 @@
 package apisurface
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -20,14 +21,43 @@ import (
 // of the package in dir, sorted: "Name" for a top-level constant, variable,
 // function or type, "Type.Name" for an exported method or struct field (or
 // interface method) of an exported type.
+//
+// An exported alias of a type declared in another package of the same
+// module (type Name = internal/x.T) is followed: its members are T's
+// exported fields and methods, listed as Name's, so that moving a type
+// into an internal package and leaving an alias behind changes nothing
+// here, and a field added to T later is seen.
 func Exported(dir string) ([]string, error) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	files, err := parseDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, fn := range files {
+	for _, f := range files {
+		for _, d := range f.Decls {
+			names = append(names, declared(d)...)
+		}
+		for _, a := range aliases(f) {
+			m, err := aliasMembers(dir, a)
+			if err != nil {
+				return nil, err
+			}
+			names = append(names, m...)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// parseDir parses the non-test Go files of the package in dir.
+func parseDir(dir string) ([]*ast.File, error) {
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for _, fn := range paths {
 		if strings.HasSuffix(fn, "_test.go") {
 			continue
 		}
@@ -35,12 +65,109 @@ func Exported(dir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range f.Decls {
-			names = append(names, declared(d)...)
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// alias is an exported alias of another package's type: type name = pkg.typ.
+type alias struct{ name, importPath, typ string }
+
+// aliases lists the exported type aliases of f whose target is a type of
+// another package.
+func aliases(f *ast.File) []alias {
+	var out []alias
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, s := range g.Specs {
+			ts := s.(*ast.TypeSpec)
+			sel, ok := ts.Type.(*ast.SelectorExpr)
+			if !ts.Assign.IsValid() || !ts.Name.IsExported() || !ok {
+				continue
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			if path := importPath(f, pkg.Name); path != "" {
+				out = append(out, alias{ts.Name.Name, path, sel.Sel.Name})
+			}
 		}
 	}
-	sort.Strings(names)
+	return out
+}
+
+// importPath is the path f imports under the name pkg ("" if none): its
+// explicit name, or the last element of the path.
+func importPath(f *ast.File, pkg string) string {
+	for _, im := range f.Imports {
+		path := strings.Trim(im.Path.Value, `"`)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		if name == pkg {
+			return path
+		}
+	}
+	return ""
+}
+
+// aliasMembers lists a's members: the exported fields and methods of its
+// target type, as a.name's. A target outside the module (found by the
+// go.mod above dir) is not followed: its API is not this module's to pin.
+func aliasMembers(dir string, a alias) ([]string, error) {
+	root, module, err := moduleOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := strings.CutPrefix(a.importPath, module+"/")
+	if !ok {
+		return nil, nil
+	}
+	files, err := parseDir(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, fmt.Errorf("following alias %s to %s: %w", a.name, a.importPath, err)
+	}
+	var names []string
+	for _, f := range files {
+		for _, d := range f.Decls {
+			for _, n := range declared(d) {
+				if m, ok := strings.CutPrefix(n, a.typ+"."); ok {
+					names = append(names, a.name+"."+m)
+				}
+			}
+		}
+	}
 	return names, nil
+}
+
+// moduleOf finds the go.mod at or above dir: the module's root directory
+// and path.
+func moduleOf(dir string) (root, module string, err error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+					return d, strings.Trim(strings.TrimSpace(m), `"`), nil
+				}
+			}
+			return "", "", fmt.Errorf("%s: no module line", filepath.Join(d, "go.mod"))
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", "", fmt.Errorf("no go.mod at or above %s", dir)
+		}
+		d = parent
+	}
 }
 
 func declared(d ast.Decl) []string {

@@ -38,7 +38,7 @@
 // back, and every counted event is sent (those not replicated as a mark,
 // with no text) with the string's Key (backend pid, timestamp, text
 // hash), so the applier sees a number repeat and stops
-// (apply/ddl_source.go, ddlString).
+// (apply/internal/engine/ddl_source.go, DDLString).
 //
 // Signed. pg_logical_emit_message is open to every role, so anyone could
 // emit a message with Prefix. The capture signs each message with a key

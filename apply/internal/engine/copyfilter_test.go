@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"math"
 	"slices"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/walapply/walapply/apply/internal/relmap"
+	"github.com/walapply/walapply/apply/internal/sqlgen"
 	"github.com/walapply/walapply/protocol"
 )
 

@@ -16,7 +16,7 @@ import (
 // each row costs a map entry, a copy of its values into the arena and a
 // second pass to encode it for COPY (the 1M-row run of BenchmarkStreamedBig
 // spent a third of walapply's CPU there and in the garbage collector). So,
-// as the spill path's replay does (apply/stream_copy.go), once a run of
+// as the spill path's replay does (apply/internal/engine/stream_copy.go), once a run of
 // inserts into one relation is longer than the worker's minRun, the rows
 // that follow are encoded for COPY straight from the decoded message into
 // a buffer reused from one COPY to the next, and sent as one COPY per

@@ -4,13 +4,13 @@
 // workers do (applyparallelworker.c). It holds the pool of workers, the
 // jobs the run loop hands them, a worker's COPY runs, the lock-wait watch
 // and the workers' origins; package apply decides which transactions come
-// here and runs the loop around it (apply/stream_parallel.go), and gives
+// here and runs the loop around it (apply/internal/engine/stream_parallel.go), and gives
 // each worker an applier of its own through Applier.
 //
 // Applying as they stream. The first Stream Start of a transaction takes
 // an idle worker (at most Options.Size, like
 // max_parallel_apply_workers_per_subscription); when none is idle, the
-// transaction takes the spill path (apply/stream.go), as PostgreSQL's
+// transaction takes the spill path (apply/internal/engine/stream.go), as PostgreSQL's
 // leader serialises to a file. The worker opens a target transaction and
 // applies the block's changes as the run loop hands them over, through a
 // bounded queue: nothing of the transaction is held in memory beyond that
@@ -55,7 +55,7 @@
 // GID, advancing the worker's origin to the prepare's end; the main
 // connection's origin follows as after a commit; COMMIT PREPARED and
 // ROLLBACK PREPARED run on the main connection as always
-// (apply/prepare.go).
+// (apply/internal/engine/prepare.go).
 //
 // Fallback. A worker that fails for any reason (a conflict, a lost
 // connection, a lock wait that cannot end, see Watch) rolls back, and the
@@ -71,5 +71,5 @@
 // table is being copied (apply/refresh_sync.go): those decisions need the
 // commit LSN, which only Stream Commit brings; and with --ddl, whose
 // messages inside a transaction the worker does not apply
-// (apply/ddl_apply.go). Package apply makes that choice (parallelUsable).
+// (apply/internal/engine/ddl_apply.go). The engine makes that choice (parallelUsable).
 package parallel

@@ -11,7 +11,7 @@ import (
 	"github.com/walapply/walapply/twophase"
 )
 
-// The calls of target (apply's applier_target.go) that Session makes outside
+// The calls of engine.Target (apply/internal/engine/applier_target.go) that Session makes outside
 // a batch, and the small ones the applier needs besides the queue.
 
 func (s *Session) Queue() *StmtQueue { return &s.StmtQueue }

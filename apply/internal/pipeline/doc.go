@@ -10,7 +10,7 @@
 // COPY.
 //
 // apply declares what it needs of the session where it uses it (its target
-// interface, apply/applier_target.go); *Session is the real one, and the
+// interface, apply/internal/engine/applier_target.go); *Session is the real one, and the
 // engine's transcript tests use a recording fake that shares StmtQueue and
 // its result checks (NoteResult). Per change, QueueStmt and Full allocate
 // nothing once warm (apply's TestAllocs).

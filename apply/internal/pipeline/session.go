@@ -35,7 +35,7 @@ const (
 	OpCopy // a run of inserts sent with COPY (copy.go)
 )
 
-// opNames spell the kinds as apply's Op constants do (apply/ops.go;
+// opNames spell the kinds as apply's Op constants do (apply/internal/engine/ops.go;
 // TestOpNames holds them equal).
 var opNames = [...]string{"BEGIN", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "origin progress", "COMMIT", "INSERT (COPY)"}
 

@@ -6,7 +6,7 @@
 // target column's type modifier, and by the time the error arrives the
 // batch that held the value is gone; apply's retry applies the failed
 // transaction change by change and asks this package about each candidate
-// column (apply/valuecheck.go). The question goes to the target itself
+// column (apply/internal/engine/valuecheck.go). The question goes to the target itself
 // (Refuses), which assigns the value to the column's type, modifier
 // included, by its own input functions: that gives PostgreSQL's exact rule
 // for every type (varchar and char with trailing spaces, bit, numeric
