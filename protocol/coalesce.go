@@ -93,8 +93,12 @@ const streamReadBuffer = 256 << 10
 // pausing unless 8 or 16 KiB wait, and an adaptive clamp (which stalled)
 // did not help (session 10); a clamp set on a connected socket does not
 // bind on Linux 6.18, and set before connect a 4 or 16 KiB clamp brought
-// more segments, not fewer. A pause that follows the walsender's rate
-// (longer while a cycle's reads bring little) is the next thing to try.
+// more segments, not fewer. A pause that followed the walsender's rate
+// (a quarter longer after a cycle of reads under 128 KiB, a quarter
+// shorter over 256 KiB, 12 to 16 ms) won small and, with the neighbour,
+// tied or won everything, but lost quiet toast, pgbench and bulk by 9 to
+// 21% (session 13, BENCHMARKS.md, "The read pause that follows the
+// rate"); below 12 ms it lost bulk by half in one round.
 // Across a network, where the buffer is the kernel's, the pause is not
 // measured.
 //
