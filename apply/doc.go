@@ -66,7 +66,7 @@
 // replication connection keeps the walsender's TCP window closed while the
 // walsender is behind (on loopback a small receive buffer; after a read
 // that emptied the socket, a pause of 12 ms before the next read,
-// spent in one ppoll(2) with the socket's low-water mark raised rather than
+// spent in one nanosleep(2) with the socket's low-water mark raised rather than
 // on a Go timer; protocol/coalesce.go), because every send into an open
 // window is a segment of its own, and on loopback the sending side pays for
 // each. That holds on a busy machine too (issue 17): without the pause, or
