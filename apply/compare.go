@@ -79,6 +79,7 @@ type comparedTable struct {
 	schema, name string
 	partitioned  bool     // on the source: read with its partitions
 	columns      []string // published, in the source's order
+	types        []string // format_type of each of columns on the source
 	filter       string   // the source's row filter, "" for none
 	key          []string // primary key (or replica identity index) columns
 }
@@ -96,17 +97,19 @@ type comparedTable struct {
 // import it (SET TRANSACTION SNAPSHOT), so the tables compared in parallel
 // are all seen at one moment of each side. Per table each side computes,
 // on the server, the row count and an order-independent checksum: the sum,
-// as numeric (no overflow), of the first 64 bits of the md5 of each row's
-// text form. Only those two numbers cross the network.
+// as numeric (no overflow), of a 64-bit hash of each row (rowDigest: the
+// row hashed as a record of its values where both sides are PostgreSQL 14
+// or later, else the first 64 bits of the md5 of its text form). Only
+// those two numbers cross the network.
 //
-// The row's text form is the record of the source's published columns, by
-// name, in the source's column order (ROW(c1, c2, ...)::text), so columns
-// in another order or extra columns on the target do not count; a
-// published column missing on the target makes the table different. The
-// source's row filters apply on the source side. Text forms depend on
-// session settings, so both sides run with the same ones (compareSettings).
+// The row is the record of the source's published columns, by name, in
+// the source's column order, so columns in another order or extra columns
+// on the target do not count; a published column missing on the target
+// makes the table different. The source's row filters apply on the source
+// side. Text forms depend on session settings, so both sides run with the
+// same ones (compareSettings).
 // With Keys, a table that differs is read once more on both sides, as
-// (primary key, md5 of the row) ordered by the key's text form in the "C"
+// (primary key, the row's hash) ordered by the key's text form in the "C"
 // collation, and the two streams are merged to list the differing keys
 // (compare_keys.go): memory stays bounded whatever the table's size, but
 // each side sorts the table.
@@ -138,13 +141,30 @@ func Compare(ctx context.Context, c CompareConfig) (CompareReport, error) {
 	for i, t := range tables {
 		rep.Tables[i] = TableComparison{Schema: t.schema, Name: t.name}
 	}
+	// The target's tables first: both sides must hash a row alike, so the
+	// row's digest is chosen from both sides' columns (rowDigest).
+	targets := make([]targetTable, len(tables))
+	err = forEachTable(ctx, dst.conns, len(tables), func(conn *pgx.Conn, i int) error {
+		var err error
+		targets[i], err = lookupTargetTable(ctx, conn, tables[i])
+		rep.Tables[i].Reason = targets[i].reason
+		return err
+	})
+	if err != nil {
+		return CompareReport{}, err
+	}
+	hashed := src.version >= rowHashFrom && dst.version >= rowHashFrom
+	digests := make([]string, len(tables))
+	for i, t := range tables {
+		digests[i] = rowDigest(t.columns, t.types, targets[i].types, hashed)
+	}
 	var wg sync.WaitGroup
 	var srcErr, dstErr error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		srcErr = forEachTable(ctx, src.conns[:jobs], len(tables), func(conn *pgx.Conn, i int) error {
-			d, err := tableDigest(ctx, conn, tables[i], tables[i].partitioned, tables[i].filter)
+			d, err := tableDigest(ctx, conn, tables[i], digests[i], tables[i].partitioned, tables[i].filter)
 			rep.Tables[i].Source = d
 			return err
 		})
@@ -152,12 +172,10 @@ func Compare(ctx context.Context, c CompareConfig) (CompareReport, error) {
 	go func() {
 		defer wg.Done()
 		dstErr = forEachTable(ctx, dst.conns, len(tables), func(conn *pgx.Conn, i int) error {
-			partitioned, reason, err := compareTargetTable(ctx, conn, tables[i])
-			if err != nil || reason != "" {
-				rep.Tables[i].Reason = reason
-				return err
+			if targets[i].reason != "" {
+				return nil
 			}
-			d, err := tableDigest(ctx, conn, tables[i], partitioned, "")
+			d, err := tableDigest(ctx, conn, tables[i], digests[i], targets[i].partitioned, "")
 			rep.Tables[i].Target = d
 			return err
 		})
@@ -182,7 +200,7 @@ func Compare(ctx context.Context, c CompareConfig) (CompareReport, error) {
 			i := differ[n]
 			// Each source connection has the target connection of the
 			// same index as its partner (forEachTable's worker index).
-			return listDifferingKeys(ctx, conn, dst.partner(src, conn), tables[i], c.Keys, &rep.Tables[i])
+			return listDifferingKeys(ctx, conn, dst.partner(src, conn), tables[i], targets[i].partitioned, digests[i], c.Keys, &rep.Tables[i])
 		})
 		if err != nil {
 			return CompareReport{}, err
@@ -193,8 +211,9 @@ func Compare(ctx context.Context, c CompareConfig) (CompareReport, error) {
 
 // compareSide is one side's connections, all in one snapshot.
 type compareSide struct {
-	role  string
-	conns []*pgx.Conn
+	role    string
+	conns   []*pgx.Conn
+	version int // server_version_num
 }
 
 // openCompareSide connects jobs times to one side, the first connection
@@ -223,7 +242,7 @@ func openCompareSide(ctx context.Context, connString, role string, jobs int) (*c
 			return nil, fmt.Errorf("starting the %s's snapshot transaction: %w", role, err)
 		}
 		if i == 0 {
-			err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_export_snapshot()").Scan(&snapshot)
+			err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_export_snapshot(), pg_catalog.current_setting('server_version_num')::int").Scan(&snapshot, &s.version)
 		} else {
 			_, err = conn.Exec(ctx, "SET TRANSACTION SNAPSHOT "+sqlgen.QuoteLiteral(snapshot))
 		}
@@ -309,12 +328,13 @@ func fromClause(t comparedTable, partitioned bool, filter string) string {
 	return from
 }
 
-// tableDigest counts and checksums a table on one side: partitioned is
-// that side's fact, filter the source's row filter on the source ("" on
-// the target, where rows outside it would be extra).
-func tableDigest(ctx context.Context, conn *pgx.Conn, t comparedTable, partitioned bool, filter string) (TableDigest, error) {
-	q := "SELECT count(*), coalesce(sum(('x' || substr(md5(" + rowText(t.columns) + "), 1, 16))::bit(64)::bigint::numeric), 0)::text" +
-		fromClause(t, partitioned, filter)
+// tableDigest counts and checksums a table on one side: digest is the
+// row's hash (rowDigest), partitioned is that side's fact, filter the
+// source's row filter on the source ("" on the target, where rows outside
+// it would be extra). The sum of 64-bit values is numeric: it cannot
+// overflow.
+func tableDigest(ctx context.Context, conn *pgx.Conn, t comparedTable, digest string, partitioned bool, filter string) (TableDigest, error) {
+	q := "SELECT count(*), coalesce(sum(" + digest + "), 0)::text" + fromClause(t, partitioned, filter)
 	var d TableDigest
 	if err := conn.QueryRow(ctx, q).Scan(&d.Rows, &d.Checksum); err != nil {
 		return d, fmt.Errorf("checksumming table %s: %w", sqlgen.QuoteQualified(t.schema, t.name), err)

@@ -108,7 +108,7 @@ func publishedTables(ctx context.Context, conn *pgx.Conn, pubs []string) ([]comp
 
 // readTableColumns reads a source table's published columns and its key.
 func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *comparedTable, published map[string]bool) error {
-	rows, err := conn.Query(ctx, `SELECT a.attname::text, a.attgenerated <> '',
+	rows, err := conn.Query(ctx, `SELECT a.attname::text, pg_catalog.format_type(a.atttypid, NULL), a.attgenerated <> '',
 			coalesce((SELECT u.o FROM unnest(k.indkey::int2[]) WITH ORDINALITY u(n, o) WHERE u.n = a.attnum), 0)::int
 		FROM pg_catalog.pg_attribute a
 		LEFT JOIN LATERAL (SELECT i.indkey FROM pg_catalog.pg_index i WHERE i.indrelid = a.attrelid AND (i.indisprimary OR i.indisreplident)
@@ -123,15 +123,16 @@ func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *compar
 	}
 	var key []keyCol
 	for rows.Next() {
-		var name string
+		var name, typ string
 		var generated bool
 		var keyPos int
-		if err := rows.Scan(&name, &generated, &keyPos); err != nil {
+		if err := rows.Scan(&name, &typ, &generated, &keyPos); err != nil {
 			rows.Close()
 			return fmt.Errorf("reading the columns of table %s on the source: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
 		}
 		if published[name] || published == nil && !generated {
 			t.columns = append(t.columns, name)
+			t.types = append(t.types, typ)
 		}
 		if keyPos > 0 {
 			key = append(key, keyCol{keyPos, name})
@@ -147,29 +148,43 @@ func readTableColumns(ctx context.Context, conn *pgx.Conn, oid uint32, t *compar
 	return nil
 }
 
-// compareTargetTable looks a table up on the target: whether it is partitioned,
-// or why it cannot be compared (it, or a published column, is missing).
-func compareTargetTable(ctx context.Context, conn *pgx.Conn, t comparedTable) (partitioned bool, reason string, err error) {
+// targetTable is what compare needs of a published table on the target.
+type targetTable struct {
+	partitioned bool
+	// reason says why the table cannot be compared (it, or a published
+	// column, is missing), "" when it can.
+	reason string
+	types  map[string]string // format_type of each column, by name
+}
+
+// lookupTargetTable looks a table up on the target.
+func lookupTargetTable(ctx context.Context, conn *pgx.Conn, t comparedTable) (targetTable, error) {
 	var relkind *string
-	var columns []string
-	err = conn.QueryRow(ctx, `SELECT c.relkind::text, (SELECT array_agg(a.attname::text) FROM pg_catalog.pg_attribute a
-			WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+	var columns, types []string
+	err := conn.QueryRow(ctx, `SELECT c.relkind::text,
+			coalesce(array_agg(a.attname::text ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'),
+			coalesce(array_agg(pg_catalog.format_type(a.atttypid, NULL) ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}')
 		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, t.schema, t.name).Scan(&relkind, &columns)
+		LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') GROUP BY c.relkind`, t.schema, t.name).Scan(&relkind, &columns, &types)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, "missing on the target", nil
+		return targetTable{reason: "missing on the target"}, nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("looking up table %s on the target: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
+		return targetTable{}, fmt.Errorf("looking up table %s on the target: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
+	}
+	tt := targetTable{partitioned: *relkind == "p", types: make(map[string]string, len(columns))}
+	for i, c := range columns {
+		tt.types[c] = types[i]
 	}
 	var missing []string
 	for _, c := range t.columns {
-		if !slices.Contains(columns, c) {
+		if _, ok := tt.types[c]; !ok {
 			missing = append(missing, sqlgen.QuoteIdent(c))
 		}
 	}
 	if len(missing) > 0 {
-		return false, "published column(s) " + strings.Join(missing, ", ") + " missing on the target", nil
+		tt.reason = "published column(s) " + strings.Join(missing, ", ") + " missing on the target"
 	}
-	return *relkind == "p", "", nil
+	return tt, nil
 }

@@ -10,11 +10,11 @@ import (
 
 // listDifferingKeys lists up to limit primary keys whose rows differ
 // between src and dst (both in their side's snapshot): each side streams
-// (key text, md5 of the row text) ordered by the key text in the "C"
+// (key text, the row's digest: rowDigest) ordered by the key text in the "C"
 // collation, which is Go's byte order, and the two streams are merged.
 // A table without a primary key or replica identity index gets a reason
 // instead.
-func listDifferingKeys(ctx context.Context, src, dst *pgx.Conn, t comparedTable, limit int, out *TableComparison) error {
+func listDifferingKeys(ctx context.Context, src, dst *pgx.Conn, t comparedTable, dstPartitioned bool, digest string, limit int, out *TableComparison) error {
 	if len(t.key) == 0 {
 		out.Reason = "no primary key (nor replica identity index) on the source: differing keys not listed"
 		return nil
@@ -22,7 +22,7 @@ func listDifferingKeys(ctx context.Context, src, dst *pgx.Conn, t comparedTable,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops both queries once enough keys are found
 	query := func(conn *pgx.Conn, partitioned bool, filter string) (pgx.Rows, error) {
-		rows, err := conn.Query(ctx, "SELECT "+keyText(t.key)+` COLLATE "C", md5(`+rowText(t.columns)+")"+
+		rows, err := conn.Query(ctx, "SELECT "+keyText(t.key)+` COLLATE "C", (`+digest+")::text"+
 			fromClause(t, partitioned, filter)+" ORDER BY 1", pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
 			return nil, fmt.Errorf("reading the keys of table %s: %w", sqlgen.QuoteQualified(t.schema, t.name), err)
@@ -34,12 +34,7 @@ func listDifferingKeys(ctx context.Context, src, dst *pgx.Conn, t comparedTable,
 		return err
 	}
 	defer srcRows.Close()
-	// The target's kind of table was looked up before; a partitioned
-	// one is read with its partitions.
-	dstPartitioned, _, err := compareTargetTable(ctx, dst, t)
-	if err != nil {
-		return err
-	}
+	// A partitioned target table is read with its partitions.
 	dstRows, err := query(dst, dstPartitioned, "")
 	if err != nil {
 		return err
