@@ -221,6 +221,19 @@ func TestCoalescingConnOnSocket(t *testing.T) {
 		t.Errorf("%d bytes waiting after all was read", n)
 	}
 
+	// A pause on loopback turns quick ACKs off (socketSleep).
+	c.sleep(time.Millisecond)
+	var quick int
+	var qerr error
+	if err := raw.Control(func(fd uintptr) {
+		quick, qerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK)
+	}); err != nil || qerr != nil {
+		t.Fatal(err, qerr)
+	}
+	if quick != 0 {
+		t.Errorf("TCP_QUICKACK %d after a pause on loopback, want 0 (delayed ACKs)", quick)
+	}
+
 	// A pause of 300 ms with the buffer filled halfway through: it lasts
 	// its whole length (a sleep that ended at the bytes would take about
 	// 150 ms) and restores the mark.
