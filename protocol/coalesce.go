@@ -104,7 +104,9 @@ const streamReadBuffer = 256 << 10
 //
 // While it pauses, the goroutine sleeps in the kernel with the socket's
 // SO_RCVLOWAT raised (socketSleep), so that the Go runtime's poller, whose
-// epoll is edge-triggered, is not woken by every segment that arrives. The
+// epoll is edge-triggered, is not woken by every segment that arrives, and
+// on loopback with the socket's ACKs delayed, which the walsender would
+// otherwise process by the thousand. The
 // commands before START_REPLICATION are never paced: each answer is read
 // as it comes.
 type coalescingConn struct {
