@@ -317,11 +317,11 @@ func checkCopyTargets(ctx context.Context, s *session, f *preflightFacts) ([]err
 		return nil, nil // checkSchema looked instead
 	}
 	cfg := s.cfg
-	src, err := connectSource(ctx, cfg, "check")
+	src, release, err := s.sourceSQL(ctx, "check")
 	if err != nil {
 		return nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
+	defer release()
 	tables, err := listPublishedTables(ctx, src, cfg.Publications, f.version)
 	if err != nil {
 		return nil, err

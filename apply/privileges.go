@@ -89,17 +89,6 @@ func listPublishedOps(ctx context.Context, source *pgx.Conn, pubs []string) ([]p
 	return out, nil
 }
 
-// checkPrivilegesOn connects to the source for checkPrivileges, with the
-// target connection given.
-func checkPrivilegesOn(ctx context.Context, cfg *Config, target *pgx.Conn) error {
-	source, err := connectSource(ctx, cfg, "check")
-	if err != nil {
-		return err
-	}
-	defer source.Close(context.WithoutCancel(ctx))
-	return checkPrivileges(ctx, source, target, cfg)
-}
-
 // checkPrivileges runs the whole check: a permanent *PrivilegeError when
 // anything is missing.
 //

@@ -58,11 +58,11 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*engine
 	if err != nil {
 		return nil, err
 	}
-	src, tables, err := s.publishedNow(ctx)
+	src, release, tables, err := s.publishedNow(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
+	defer release()
 	known, err := readKnownTables(ctx, s.control, cfg.Name)
 	if err != nil {
 		return nil, err
@@ -172,19 +172,19 @@ func (s *session) refreshTables(ctx context.Context, seen []sqlgen.Rel) (*engine
 	return w, nil
 }
 
-// publishedNow opens a plain source connection and lists the tables the
-// publications hold now; the caller closes the connection.
-func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, []*initcopy.Table, error) {
-	src, err := connectSource(ctx, s.cfg, "refresh")
+// publishedNow lists the tables the publications hold now, on a plain
+// source connection (sourceSQL) that the caller releases.
+func (s *session) publishedNow(ctx context.Context) (*pgx.Conn, func(), []*initcopy.Table, error) {
+	src, release, err := s.sourceSQL(ctx, "refresh")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tables, err := listPublishedTables(ctx, src, s.cfg.Publications, s.source.ServerVersion())
 	if err != nil {
-		src.Close(context.WithoutCancel(ctx))
-		return nil, nil, err
+		release()
+		return nil, nil, nil, err
 	}
-	return src, tables, nil
+	return src, release, tables, nil
 }
 
 // partitionsOf lists the partitions of the published partitioned tables.

@@ -16,11 +16,11 @@ import (
 // then ends, and the next start sorts it out).
 func (s *session) startSync(ctx context.Context, n sqlgen.Rel) (*engine.TableSync, error) {
 	cfg := s.cfg
-	src, tables, err := s.publishedNow(ctx)
+	_, release, tables, err := s.publishedNow(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
+	defer release()
 	i := slices.IndexFunc(tables, func(t *initcopy.Table) bool { return t.Rel == n })
 	if i < 0 {
 		return nil, nil

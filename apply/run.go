@@ -107,6 +107,7 @@ type session struct {
 	target  *pgx.Conn // applies changes
 	control *pgx.Conn // reads the origin's durable progress
 	source  *protocol.ReplConn
+	plain   *plainDial // the start's plain source connection (connect_plain.go)
 	stream  *protocol.ReplStream
 	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string
@@ -218,13 +219,21 @@ func (s *session) connect(ctx context.Context) error {
 	}
 	src := s.dialSource(ctx) // connect_target.go: the source's connection opens meanwhile
 	defer src.abandon()
+	s.plain = s.dialPlain(ctx) // connect_plain.go: and the plain one the start's checks share
+	defer s.closePlain()
 	if err := s.connectTargets(ctx); err != nil { // connect_target.go: apply and control at once
 		return err
 	}
 	// The privilege check (privileges.go) is the preflight's first part:
 	// it runs before the migration, which already needs CREATE on the
 	// target database, and lists every missing grant at once.
-	if err := checkPrivilegesOn(ctx, cfg, s.control); err != nil {
+	plain, release, err := s.sourceSQL(ctx, "check")
+	if err != nil {
+		return err
+	}
+	err = checkPrivileges(ctx, plain, s.control, cfg)
+	release()
+	if err != nil {
 		return err
 	}
 	if err := prepareTarget(ctx, s.control, cfg.Target); err != nil {

@@ -113,11 +113,11 @@ func checkSchema(ctx context.Context, s *session, f *preflightFacts) ([]error, e
 		return nil, nil
 	}
 	f.schemaCreates = true
-	src, err := connectSource(ctx, cfg, "check")
+	src, release, err := s.sourceSQL(ctx, "check")
 	if err != nil {
 		return nil, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
+	defer release()
 	tables, err := listPublishedTables(ctx, src, cfg.Publications, f.version)
 	if err != nil {
 		return nil, err

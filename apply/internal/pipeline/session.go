@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -116,10 +117,16 @@ func New(conn *pgx.Conn) *Session {
 // Setup prepares the session; origin is the replication origin to set up.
 func (s *Session) Setup(ctx context.Context, origin string) error {
 	s.origin = origin
-	for _, q := range sessionSetupSQL {
-		if _, err := s.pg.Exec(ctx, q).ReadAll(); err != nil {
-			return fmt.Errorf("setting up the target session (%s): %w", q, err)
+	// One round trip for all of them (a start makes a few dozen; this
+	// was ten). On a failure they run again one by one, so that the
+	// error names the setting the target refused.
+	if _, err := s.pg.Exec(ctx, strings.Join(sessionSetupSQL, "; ")).ReadAll(); err != nil {
+		for _, q := range sessionSetupSQL {
+			if _, err := s.pg.Exec(ctx, q).ReadAll(); err != nil {
+				return fmt.Errorf("setting up the target session (%s): %w", q, err)
+			}
 		}
+		return fmt.Errorf("setting up the target session: %w", err)
 	}
 	if err := state.SessionSetup(ctx, s.conn, origin); err != nil {
 		return fmt.Errorf("setting up the target session: %w", err)
