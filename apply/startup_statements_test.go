@@ -18,7 +18,12 @@ var startupLogSettings = map[string]string{
 	"log_min_duration_statement": "0",
 	"log_replication_commands":   "on",
 	"log_line_prefix":            "%m [%p] app=%a: ",
+	"log_connections":            "on",
 }
+
+// startupConnection matches the log line of a connection walapply opened
+// (with its application_name), replication or plain.
+var startupConnection = regexp.MustCompile(`connection authorized: .*application_name=walapply `)
 
 // startupStatement matches a log line of a round trip: a statement, a
 // replication command, or the parse of a named (prepared) statement, which
@@ -33,6 +38,15 @@ var startupStatement = regexp.MustCompile(`app=(walapply [^:]*|\[unknown\]): (LO
 // target).
 func startupCount(t *testing.T, c *testenv.Cluster, offset int, only bool) (int, string) {
 	t.Helper()
+	return startupMatches(t, c, offset, func(line string) bool {
+		return startupStatement.MatchString(line) && (!only || strings.Contains(line, "app=walapply "))
+	})
+}
+
+// startupMatches counts the lines of c's server log written after offset
+// for which match holds, and returns them.
+func startupMatches(t *testing.T, c *testenv.Cluster, offset int, match func(string) bool) (int, string) {
+	t.Helper()
 	b, err := os.ReadFile(c.LogPath())
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +54,7 @@ func startupCount(t *testing.T, c *testenv.Cluster, offset int, only bool) (int,
 	var n int
 	var lines []string
 	for _, line := range strings.Split(string(b[offset:]), "\n") {
-		if startupStatement.MatchString(line) && (!only || strings.Contains(line, "app=walapply ")) {
+		if match(line) {
 			n++
 			lines = append(lines, line)
 		}
@@ -61,10 +75,12 @@ func logSize(t *testing.T, c *testenv.Cluster) int {
 // it replicates: a first one on a fresh target, which migrates the walapply
 // schema and creates the slot, and a restart on the target it set up,
 // which must stay within a fixed number of steps (the migration there is
-// one query, not one per migration file). STARTUP_SHOW=1 logs what each
-// start sent.
+// one query, not one per migration file) and of source connections (the
+// replication connection, and the plain one the start's checks share:
+// connect_plain.go). STARTUP_SHOW=1 logs what each start sent.
 func TestStartupStatements(t *testing.T) {
 	const maxTarget, maxSource = 48, 16 // the restart's: 44 and 15 when written
+	const maxSourceConns = 2
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
 		h := newHarness(t, version, startupLogSettings, startupLogSettings)
 		h.both("CREATE TABLE t (id int PRIMARY KEY)")
@@ -92,7 +108,11 @@ func TestStartupStatements(t *testing.T) {
 			}
 			ns, srcLines := startupCount(t, h.pair.Source, src, true)
 			nt, tgtLines := startupCount(t, h.pair.Target, tgt, false)
-			t.Logf("start %d: %d steps on the target, %d on the source, replicating after %v", run, nt, ns, took.Round(time.Millisecond))
+			nc, connLines := startupMatches(t, h.pair.Source, src, startupConnection.MatchString)
+			t.Logf("start %d: %d steps on the target, %d on the source, %d source connections, replicating after %v", run, nt, ns, nc, took.Round(time.Millisecond))
+			if nc > maxSourceConns {
+				t.Errorf("start %d opened %d connections to the source (at most %d):\n%s", run, nc, maxSourceConns, connLines)
+			}
 			if os.Getenv("STARTUP_SHOW") != "" {
 				t.Logf("target:\n%s\nsource:\n%s", tgtLines, srcLines)
 			}
