@@ -67,6 +67,11 @@ type Config struct {
 	Schema       bool
 	IndexWorkers int
 	PgDump       string
+	// IndexMemory is the maintenance_work_mem, in bytes, that each
+	// connection building the post-data section asks for at least
+	// (schema_memory.go): 0 for the default, 256 MiB; negative: the
+	// target's own setting. A higher setting of the target's is kept.
+	IndexMemory int64
 	// CopySplitSize is the source relation size (bytes, pg_relation_size)
 	// above which a table is copied in ranges by several workers at once
 	// (internal/initcopy/ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB

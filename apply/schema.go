@@ -196,6 +196,10 @@ func (c *copier) schemaConnect() schema.Connect {
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := raiseIndexMemory(ctx, conn, cfg.IndexMemory); err != nil { // schema_memory.go
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, nil, err
+		}
 		return conn, func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 	}
 }

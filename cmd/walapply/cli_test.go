@@ -153,6 +153,8 @@ func TestCommandLine(t *testing.T) {
 			stderr: `invalid value "x" for flag -copy-workers: want an integer`},
 		{name: "stray argument", args: append(conn, "extra"), code: 2, stderr: `unexpected argument "extra"`},
 		{name: "bad --log-format", args: append(conn, "--log-format", "xml"), code: 2, stderr: `--log-format "xml": want auto, json or console`},
+		{name: "bad --index-memory", args: append(conn, "--index-memory", "lots"), code: 2, stderr: `--index-memory: "lots" is not a size`},
+		{name: "--index-memory auto", args: append(conn, "--index-memory", "auto"), code: 2, stderr: `--index-memory: "auto" is not a size`},
 		{name: "bad --on-conflict", args: append(conn, "--on-conflict", "insert_exists=ignore"), code: 2, stderr: `conflict policy "ignore" for insert_exists`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

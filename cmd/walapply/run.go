@@ -36,6 +36,7 @@ type runFlags struct {
 	onPermanentError   string
 	errorRetryInterval time.Duration
 	splitSize          string
+	indexMemory        string
 }
 
 func (f *runFlags) register(fs interface {
@@ -54,6 +55,7 @@ func (f *runFlags) register(fs interface {
 	fs.IntVar(&c.CopyWorkers, "copy-workers", 2, "with --copy: how many tables (or ranges of big tables, --copy-split-size) to copy at once")
 	fs.BoolVar(&c.Schema, "schema", false, "with --copy: first create the published tables and what they need on the target from the source's pg_dump; indexes, constraints and triggers after the copy")
 	fs.IntVar(&c.IndexWorkers, "index-workers", 2, "with --schema: how many indexes to build at once after the copy")
+	fs.StringVar(&f.indexMemory, "index-memory", "256MB", "with --schema: the maintenance_work_mem each index build of the post-data section asks for at least (bytes, or with kB, MB, GB); the target's setting if higher; 0 or off: the target's setting")
 	fs.StringVar(&c.PgDump, "pg-dump", "", "with --schema: the pg_dump to use, at least the source's major version (default: on PATH, or in pg_config --bindir)")
 	fs.StringVar(&f.splitSize, "copy-split-size", "auto", "with --copy: tables larger than this on the source (pg_relation_size; bytes, or with kB, MB, GB, TB) are copied in ranges by several workers; auto: 256MB with --schema, else 1GB; 0 or off: never")
 	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
@@ -112,6 +114,9 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if f.cfg.CopySplitSize, err = parseSplitSize(f.splitSize); err != nil {
 		return &usageError{msg: "--copy-split-size: " + err.Error()}
+	}
+	if f.cfg.IndexMemory, err = parseSplitSize(f.indexMemory); err != nil || f.cfg.IndexMemory == 0 {
+		return &usageError{msg: fmt.Sprintf("--index-memory: %q is not a size (bytes, or a number with kB, MB, GB or TB; 0 or off: the target's setting)", f.indexMemory)}
 	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {
 		return &usageError{msg: "--gid-mode: " + err.Error()}
