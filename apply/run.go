@@ -268,6 +268,11 @@ func (s *session) connect(ctx context.Context) error {
 	if err := s.resolveUntil(ctx); err != nil { // until.go
 		return err
 	}
+	if s.facts.copyTodo {
+		// A copy may take hours: the shared connection would sit idle
+		// through it (and meet the source's idle_session_timeout).
+		s.closePlain()
+	}
 	if err := s.initialCopy(ctx); err != nil { // copy.go: --copy creates the slot
 		return err
 	}
