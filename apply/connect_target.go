@@ -31,30 +31,75 @@ func (s *session) connectTargets(ctx context.Context) error {
 	return controlErr
 }
 
-// sourceDial is the source's replication connection being opened in the
-// background while the session works on the target (connectTargets, the
-// privilege check, the migration, the lease): a start no longer waits for
-// the two sides one after the other. What the session does with the
-// connection, and in which order it reports errors, is as before: take is
-// called where the connection used to be opened.
-type sourceDial struct {
+// dial is a connection being opened in the background while the session
+// works on something else: a start no longer waits for its connections
+// one after the other.
+type dial[C interface{ Close(context.Context) error }] struct {
 	done   chan struct{}
-	conn   *protocol.ReplConn
+	conn   C
 	err    error
 	cancel context.CancelFunc
-	taken  bool
+}
+
+// startDial starts opening a connection with open.
+func startDial[C interface{ Close(context.Context) error }](ctx context.Context, open func(context.Context) (C, error)) *dial[C] {
+	dctx, cancel := context.WithCancel(ctx)
+	d := &dial[C]{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(d.done)
+		d.conn, d.err = open(dctx)
+	}()
+	return d
+}
+
+// wait waits for the connection, or for ctx to end.
+func (d *dial[C]) wait(ctx context.Context) (C, error) {
+	select {
+	case <-d.done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		var none C
+		return none, ctx.Err()
+	}
+}
+
+// discard stops the dial and closes what it opened: at once if it is
+// open, or in the background when the cancelled dial returns, so that it
+// never waits for a dial under way.
+func (d *dial[C]) discard() {
+	d.cancel()
+	end := func() {
+		<-d.done
+		if d.err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = d.conn.Close(ctx)
+		}
+	}
+	select {
+	case <-d.done:
+		end()
+	default:
+		go end()
+	}
+}
+
+// sourceDial is the source's replication connection being opened in the
+// background while the session works on the target (connectTargets, the
+// privilege check, the migration, the lease). What the session does with
+// the connection, and in which order it reports errors, is as before:
+// take is called where the connection used to be opened.
+type sourceDial struct {
+	*dial[*protocol.ReplConn]
+	taken bool
 }
 
 // dialSource starts opening the session's replication connection.
 func (s *session) dialSource(ctx context.Context) *sourceDial {
-	dctx, cancel := context.WithCancel(ctx)
-	d := &sourceDial{done: make(chan struct{}), cancel: cancel}
 	source, name := s.cfg.Source, s.cfg.replicationName("stream") // read here: the session goes on with cfg
-	go func() {
-		defer close(d.done)
-		d.conn, d.err = protocol.ConnectReplication(dctx, source, name)
-	}()
-	return d
+	return &sourceDial{dial: startDial(ctx, func(ctx context.Context) (*protocol.ReplConn, error) {
+		return protocol.ConnectReplication(ctx, source, name)
+	})}
 }
 
 // take waits for the connection and hands it over.
@@ -69,16 +114,7 @@ func (d *sourceDial) take() (*protocol.ReplConn, error) {
 // dial and closes what it opens; it returns at once, and does nothing
 // after take.
 func (d *sourceDial) abandon() {
-	if d.taken {
-		return
+	if !d.taken {
+		d.discard()
 	}
-	d.cancel()
-	go func() {
-		<-d.done
-		if d.conn != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = d.conn.Close(ctx)
-		}
-	}()
 }

@@ -107,7 +107,7 @@ type session struct {
 	target  *pgx.Conn // applies changes
 	control *pgx.Conn // reads the origin's durable progress
 	source  *protocol.ReplConn
-	plain   *plainDial // the start's plain source connection (connect_plain.go)
+	plain   *dial[*pgx.Conn] // the start's plain source connection (connect_plain.go)
 	stream  *protocol.ReplStream
 	keeper  *streamKeeper // serialises the stream's use with its keepalive goroutine
 	origin  string

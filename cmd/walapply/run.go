@@ -112,10 +112,10 @@ func runCmd(ctx context.Context, args []string) error {
 	if err := f.setUntil(ctx); err != nil {
 		return err
 	}
-	if f.cfg.CopySplitSize, err = parseSplitSize(f.splitSize); err != nil {
+	if f.cfg.CopySplitSize, err = parseSize(f.splitSize); err != nil {
 		return &usageError{msg: "--copy-split-size: " + err.Error()}
 	}
-	if f.cfg.IndexMemory, err = parseSplitSize(f.indexMemory); err != nil || f.cfg.IndexMemory == 0 {
+	if f.cfg.IndexMemory, err = parseSize(f.indexMemory); err != nil || f.cfg.IndexMemory == 0 {
 		return &usageError{msg: fmt.Sprintf("--index-memory: %q is not a size (bytes, or a number with kB, MB, GB or TB; 0 or off: the target's setting)", f.indexMemory)}
 	}
 	if f.cfg.GIDMode, err = twophase.ParseMode(f.gidMode); err != nil {

@@ -6,11 +6,12 @@ import (
 	"strings"
 )
 
-// parseSplitSize reads --copy-split-size: bytes, or a number with kB, MB,
-// GB or TB (powers of 1024, as PostgreSQL's memory settings); "0" or "off"
-// never splits (apply.Config.CopySplitSize negative); "auto" is the
-// default (0: 256MB with --schema, else 1GB).
-func parseSplitSize(s string) (int64, error) {
+// parseSize reads a size flag (--copy-split-size, --index-memory): bytes,
+// or a number with kB, MB, GB or TB (powers of 1024, as PostgreSQL's
+// memory settings); "0" or "off" give -1 (never split; the target's own
+// setting), "auto" gives 0 (the default: for --copy-split-size 256MB with
+// --schema, else 1GB; --index-memory refuses it).
+func parseSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "auto" {
 		return 0, nil
