@@ -98,7 +98,13 @@ const streamReadBuffer = 256 << 10
 // shorter over 256 KiB, 12 to 16 ms) won small and, with the neighbour,
 // tied or won everything, but lost quiet toast, pgbench and bulk by 9 to
 // 21% (session 13, BENCHMARKS.md, "The read pause that follows the
-// rate"); below 12 ms it lost bulk by half in one round.
+// rate"); below 12 ms it lost bulk by half in one round. Leaving the last
+// 2 KiB of a read on the socket shuts the window for the whole pause (the
+// tail holds its whole segment's memory) and cut segments by a factor of
+// ten, but then every cycle moves one 64 KiB window, which capped quiet
+// small at 1.12 of this path's time; the window cannot be widened for the
+// read alone, since Linux offers what rcv_ssthresh has reached, not the
+// buffer (session 16, BENCHMARKS.md, "why the read reserve is dropped").
 // Across a network, where the buffer is the kernel's, the pause is not
 // measured.
 //
