@@ -100,9 +100,11 @@ const streamReadBuffer = 256 << 10
 // 21% (session 13, BENCHMARKS.md, "The read pause that follows the
 // rate"); below 12 ms it lost bulk by half in one round. Leaving the last
 // 2 KiB of a read on the socket shuts the window for the whole pause (the
-// tail holds its whole segment's memory) and cut segments by a factor of
-// ten, but then every cycle moves one 64 KiB window, which capped quiet
-// small at 1.12 of this path's time; the window cannot be widened for the
+// tail holds its whole segment's memory): with the 12 ms pause it cut
+// small's segments from about 93,000 to 5,000, but then every cycle moves
+// one 64 KiB window, which capped quiet small at 1.14-1.40 of this path's
+// time, and 1.12 with a pause that shortened after full cycles (with the
+// neighbour 0.93, session 16); the window cannot be widened for the
 // read alone, since Linux offers what rcv_ssthresh has reached, not the
 // buffer (session 16, BENCHMARKS.md, "why the read reserve is dropped").
 // Across a network, where the buffer is the kernel's, the pause is not
