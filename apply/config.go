@@ -75,12 +75,17 @@ type Config struct {
 	// CopySplitSize is the source relation size (bytes, pg_relation_size)
 	// above which a table is copied in ranges by several workers at once
 	// (internal/initcopy/ranges.go): 0 for the default, 256 MiB with Schema and 1 GiB
-	// without; negative: never.
+	// without, and smaller tables too where one would keep the copy waiting
+	// with workers idle (internal/initcopy/balance.go); negative: never.
 	CopySplitSize int64
 	// splitDefault, when positive, replaces both of CopySplitSize's
 	// defaults: the seam (SetSplitDefault) through which tests copy small
 	// tables as the default would big ones (internal/initcopy/whole.go).
 	splitDefault int64
+	// balanceMin, when positive, replaces the smallest range the copy's
+	// balancing cuts (internal/initcopy/balance.go, 64 MiB): the seam
+	// (SetBalanceMin) through which tests balance small tables.
+	balanceMin int64
 	// CopyFormat is the initial copy's COPY format: "auto" (or "") copies
 	// a table in binary where every column's type is the same on both
 	// sides, else in text (copy_format.go); "text" always in text.

@@ -218,7 +218,8 @@ func (c *copier) copyTables(ctx context.Context, tables []*initcopy.Table, point
 	ic := &initcopy.Copier{
 		Applier: cfg.Name, Control: c.control, Version: c.version, Log: cfg.Logger, Prog: c.prog,
 		Workers: cfg.CopyWorkers, Split: initcopy.SplitSize(cfg.CopySplitSize, cfg.splitDefault, cfg.Schema), SetSplit: cfg.CopySplitSize,
-		Schema: cfg.Schema, Text: cfg.CopyFormat == CopyFormatText, DoneAs: c.copiedAs, Created: c.created,
+		BalanceMin: initcopy.BalanceMin(cfg.CopySplitSize, cfg.balanceMin),
+		Schema:     cfg.Schema, Text: cfg.CopyFormat == CopyFormatText, DoneAs: c.copiedAs, Created: c.created,
 		ConnectSource: func(ctx context.Context, role string, tune ...func(*pgx.ConnConfig)) (*pgx.Conn, error) {
 			return connectSource(ctx, cfg, role, tune...)
 		},

@@ -57,7 +57,7 @@ func (f *runFlags) register(fs interface {
 	fs.IntVar(&c.IndexWorkers, "index-workers", 2, "with --schema: how many indexes to build at once after the copy")
 	fs.StringVar(&f.indexMemory, "index-memory", "256MB", "with --schema: the maintenance_work_mem each index build of the post-data section asks for at least (bytes, or with kB, MB, GB); the target's setting if higher; 0 or off: the target's setting")
 	fs.StringVar(&c.PgDump, "pg-dump", "", "with --schema: the pg_dump to use, at least the source's major version (default: on PATH, or in pg_config --bindir)")
-	fs.StringVar(&f.splitSize, "copy-split-size", "auto", "with --copy: tables larger than this on the source (pg_relation_size; bytes, or with kB, MB, GB, TB) are copied in ranges by several workers; auto: 256MB with --schema, else 1GB; 0 or off: never")
+	fs.StringVar(&f.splitSize, "copy-split-size", "auto", "with --copy: tables larger than this on the source (pg_relation_size; bytes, or with kB, MB, GB, TB) are copied in ranges by several workers; auto: 256MB with --schema, else 1GB, and smaller tables too where copying one whole would keep the copy waiting while other workers idle; 0 or off: never")
 	fs.StringVar(&c.CopyFormat, "copy-format", "auto", "with --copy: COPY format, auto (binary for tables whose column types are the same on both sides, else text) or text")
 	fs.StringVar(&c.Name, "name", "", "this applier's name (default: the slot name); names the target's replication origin")
 	fs.StringVar(&c.Streaming, "streaming", "", "streaming of large in-progress transactions: off, on or parallel (default: on where the source supports it)")

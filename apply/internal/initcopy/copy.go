@@ -33,6 +33,10 @@ type Copier struct {
 	// Split is the size above which a table is copied in ranges
 	// (SplitSize), SetSplit Config.CopySplitSize as set.
 	Split, SetSplit int64
+	// BalanceMin is the smallest range, in work (balance.go), that the
+	// copy cuts so that its workers end together; 0: no balancing (the
+	// split size set, or splitting off).
+	BalanceMin int64
 	// Schema: --schema, which builds the indexes after the copy.
 	Schema bool
 	// Text: always copy in text format (Config.CopyFormat "text").

@@ -14,7 +14,9 @@ import (
 )
 
 // Config.CopySplitSize's defaults: with Config.Schema, tables above
-// 256 MiB are copied in ranges, otherwise tables above 1 GiB.
+// 256 MiB are copied in ranges, otherwise tables above 1 GiB; with either
+// default, balance.go cuts smaller ones too where the copy would wait for
+// them.
 //
 // Ranges keep a copy's workers busy to the end. A table copied whole is one
 // worker's job, and the copy takes at least as long as that table: issue
@@ -33,7 +35,9 @@ import (
 // 150 MB, 6.0 against 7.3 s, two ranges against one COPY). On a machine
 // whose cores are all busy that CPU is what the copy waits for. So the
 // smaller size applies only with --schema, which builds the indexes after
-// the copy; without it, only tables above 1 GiB are split, as before.
+// the copy; without it, only tables above 1 GiB are split by size, and
+// smaller ones only where one would keep the copy waiting with workers
+// idle (balance.go).
 // (Either way a key range is read through the key's index, about a
 // quarter more source CPU per row than reading the table in order.)
 const (
@@ -118,10 +122,10 @@ const ctidColumn = "ctid"
 type copyJob struct {
 	t *Table
 	r *copyRange
-	// size is the job's share of the table's source relation size, in
-	// bytes (0 when it was not read: splitting is off); the jobs run
-	// largest first.
-	size int64
+	// work is the job's share of its table's work (tableWork: 0 when
+	// the size was not read, splitting being off); the jobs run largest
+	// first.
+	work int64
 }
 
 // MarkRanged sets resetFirst on the tables that have ranges recorded
@@ -194,14 +198,15 @@ func (c *Copier) planJobs(ctx context.Context, tables []*Table, snapshot string,
 			}
 		}
 	}
-	whole := c.copyWhole(tables, sizes, split, workers) // whole.go
+	whole := c.copyWhole(tables, sizes, split, workers)                   // whole.go
+	cuts, balanced := c.rangeCounts(tables, sizes, whole, split, workers) // split.go
 	var jobs []copyJob
 	for i, t := range tables {
 		var ranges []*copyRange
-		size := sizes[i].size
-		if w != nil && !whole[t.Rel] {
+		work := tableWork(sizes[i].size, t.estRows)
+		if w != nil && cuts[i] > 1 {
 			var err error
-			if ranges, err = w.cutTable(ctx, t, sizes[i], split, workers); err != nil {
+			if ranges, err = w.cutTable(ctx, t, sizes[i], cuts[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -211,19 +216,24 @@ func (c *Copier) planJobs(ctx context.Context, tables []*Table, snapshot string,
 			}
 		}
 		if len(ranges) == 0 {
-			jobs = append(jobs, copyJob{t: t, size: size})
+			jobs = append(jobs, copyJob{t: t, work: work})
 			continue
 		}
+		reason := "larger than the split size"
+		if balanced[i] {
+			reason = "balance: copied whole, it would keep the copy waiting while other workers idle"
+		}
 		c.Log.Info().Str("relation", t.logName()).Int("ranges", len(ranges)).Str("split_by", ranges[0].by).
+			Int64("size", sizes[i].size).Int64("estimated_rows", t.estRows).Str("reason", reason).
 			Msg("copying table in ranges")
 		c.Prog.addRanges(len(ranges))
 		for _, r := range ranges {
-			jobs = append(jobs, copyJob{t: t, r: r, size: size / int64(len(ranges))})
+			jobs = append(jobs, copyJob{t: t, r: r, work: work / int64(len(ranges))})
 		}
 	}
-	// Largest first (the tables came in order of their row estimates,
-	// which puts many narrow rows before fewer wide ones of more bytes).
-	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.size, a.size) })
+	// Largest first, a table's ranges in key order (the tables came in
+	// order of their row estimates; balance.go weighs rows and bytes).
+	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.work, a.work) })
 	return jobs, nil
 }
 

@@ -29,16 +29,11 @@ func (w *copyWorker) sizeTable(ctx context.Context, t *Table) (tableSize, error)
 	return s, nil
 }
 
-// cutTable cuts a table into ranges when it is bigger than split, in the
-// worker's snapshot; none when it is copied whole.
-func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, split int64, workers int) ([]*copyRange, error) {
+// cutTable cuts a table into n ranges (rangeCounts) in the worker's
+// snapshot; none when it is copied whole after all (an empty table, or no
+// TID range scans before PostgreSQL 14).
+func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, n int) ([]*copyRange, error) {
 	size, blockSize, key := ts.size, ts.blockSize, ts.key
-	if size <= split {
-		return nil, nil
-	}
-	n := int64(workers)
-	n = max(n, (size+split-1)/split)
-	n = min(n, copyMaxRanges)
 	if key != nil {
 		var lo, hi *int64
 		q := "SELECT min(" + sqlgen.QuoteIdent(*key) + ")::bigint, max(" + sqlgen.QuoteIdent(*key) + ")::bigint FROM " + FromItem(t.String(), false)
@@ -48,7 +43,7 @@ func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, split
 		if lo == nil {
 			return nil, nil
 		}
-		return makeRanges(t, *key, splitSpan(*lo, *hi, n)), nil
+		return makeRanges(t, *key, splitSpan(*lo, *hi, int64(n))), nil
 	}
 	if w.c.Version < 140000 {
 		return nil, nil // no TID range scans: each range would read the whole table
@@ -57,7 +52,36 @@ func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, split
 	if blocks < 2 {
 		return nil, nil
 	}
-	return makeRanges(t, ctidColumn, splitSpan(0, blocks-1, n)), nil
+	return makeRanges(t, ctidColumn, splitSpan(0, blocks-1, int64(n))), nil
+}
+
+// rangeCounts is how many ranges each table is cut into (1: copied
+// whole): those above split into at least workers ranges and at most
+// split each, unless copyWhole keeps them whole; then, with the split
+// size at its default (c.BalanceMin set), as balanceRanges adds so that
+// the workers end together (balanced[i]: it added ranges to table i). A
+// table that may use COPY FREEZE (freeze.go) is not cut for balance: its
+// ranges could not freeze.
+func (c *Copier) rangeCounts(tables []*Table, sizes []tableSize, whole map[Rel]bool, split int64, workers int) (n []int, balanced []bool) {
+	in := make([]balanceJob, len(tables))
+	n, balanced = make([]int, len(tables)), make([]bool, len(tables))
+	for i, t := range tables {
+		size := sizes[i].size
+		cuttable := split > 0 && size > 0 && !t.Partitioned && !whole[t.Rel] && (sizes[i].key != nil || c.Version >= 140000)
+		in[i] = balanceJob{work: tableWork(size, t.estRows), n: 1, cut: cuttable && !c.mayFreeze(t)}
+		if cuttable && size > split {
+			in[i].n = int(min(max(int64(workers), (size+split-1)/split), copyMaxRanges))
+		}
+		n[i] = in[i].n
+	}
+	if c.BalanceMin <= 0 {
+		return n, balanced
+	}
+	for i, k := range balanceRanges(in, workers, c.BalanceMin) {
+		balanced[i] = k > n[i]
+		n[i] = k
+	}
+	return n, balanced
 }
 
 // splitSpan cuts the values lo..hi (both included) into at most n ranges
