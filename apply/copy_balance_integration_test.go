@@ -13,8 +13,9 @@ import (
 // bytes) beside a table of fewer wide rows: neither reaches the split
 // size, but the narrow one would keep one worker copying alone, so it is
 // cut into ranges (internal/initcopy/balance.go, its minimum lowered
-// through the seam) and the wide one is copied whole. With the split
-// size set, the copy follows it and cuts nothing.
+// through the seam) and the wide one is copied whole; into a target
+// before PostgreSQL 16 nothing is cut. With the split size set, the copy
+// follows it and cuts nothing.
 func TestCopyBalanced(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachVersion(t, func(t *testing.T, version int) {
@@ -48,8 +49,13 @@ func TestCopyBalanced(t *testing.T) {
 		}
 
 		run("balanced", 0)
-		h.expect(`SELECT table_name || ' ' || split_by || ' ' || count(*)::text || ' ' || bool_and(status = 'done')::text
-			FROM walapply.copy_ranges WHERE applier = 'balanced' GROUP BY table_name, split_by`, "narrow id 3 true")
+		if version >= 16 {
+			h.expect(`SELECT table_name || ' ' || split_by || ' ' || count(*)::text || ' ' || bool_and(status = 'done')::text
+				FROM walapply.copy_ranges WHERE applier = 'balanced' GROUP BY table_name, split_by`, "narrow id 3 true")
+		} else {
+			// Not into a target before 16 (balance.go says why).
+			h.expect(`SELECT count(*)::text FROM walapply.copy_ranges WHERE applier = 'balanced'`, "0")
+		}
 		h.expect(`SELECT table_name || ' ' || status FROM walapply.copy_state WHERE applier = 'balanced'`, "narrow done", "wide done")
 
 		run("set", 1<<30)

@@ -31,9 +31,26 @@ import (
 // so that two of them overlap in time only where the workers meet at the
 // end. With --schema the indexes are built after the copy and ranges cost
 // nothing of the kind.
+//
+// What the balance buys is a core the copy leaves idle; what it costs is
+// CPU: a key range read through the source's index, and two ranges of one
+// table written at once into one index and one relation. Where the source,
+// the target and walapply share two cores, the two nearly cancel. Issue
+// 17's copy workload, 3 rounds each, walapply with balance against
+// without: a PostgreSQL 18 target took 0.97 of the time quiet and 0.94
+// with a CPU-bound neighbour per core, at 0.3 s more source and 0.7 s
+// more target CPU; a PostgreSQL 15 target 1.02 and 0.96. Before 16 a
+// table grew one page at a time under its extension lock, for which
+// concurrent COPYs into one table queue (16 extends by many pages at
+// once), so balancing starts with 16 targets (balanceMinTarget). Where
+// the target has cores to spare, the narrow table's tail is the copy's
+// idle half.
 const (
-	copyRowWeight  = 128
-	balanceMinSize = 64 << 20
+	// balanceMinTarget is the oldest target (server_version_num) the
+	// copy is balanced into.
+	balanceMinTarget = 160000
+	copyRowWeight    = 128
+	balanceMinSize   = 64 << 20
 	// balanceSlack is how far over an even share (in tenths) the longest
 	// worker may end.
 	balanceSlack = 11

@@ -76,7 +76,11 @@ func TestRangeCounts(t *testing.T) {
 	sizes := []tableSize{{2048 * mb, 8192, &key}, {273 * mb, 8192, &key}, {304 * mb, 8192, &key}}
 	keyless := []tableSize{{273 * mb, 8192, nil}, {304 * mb, 8192, &key}}
 	all, two := []*Table{big, narrow, wide}, []*Table{narrow, wide}
-	on := func(version int) Copier { return Copier{BalanceMin: balanceMinSize, Version: version} }
+	on := func(version int) Copier {
+		return Copier{BalanceMin: balanceMinSize, Version: version, targetVersion: 180000}
+	}
+	target15 := on(180000)
+	target15.targetVersion = 150000
 	frozen := on(180000)
 	frozen.Created = map[Rel]bool{narrow.Rel: true}
 	cases := []struct {
@@ -91,6 +95,7 @@ func TestRangeCounts(t *testing.T) {
 		{"the split size's ranges only", Copier{Version: 180000}, all, sizes, []int{2, 1, 1}, []bool{false, false, false}},
 		{"narrow holds the copy up: cut for balance", on(180000), two, sizes[1:], []int{4, 1}, []bool{true, false}},
 		{"balancing off", Copier{Version: 180000}, two, sizes[1:], []int{1, 1}, []bool{false, false}},
+		{"a PostgreSQL 15 target: not balanced", target15, two, sizes[1:], []int{1, 1}, []bool{false, false}},
 		{"narrow may freeze", frozen, two, sizes[1:], []int{1, 1}, []bool{false, false}},
 		{"narrow without a key before 14", on(130000), two, keyless, []int{1, 1}, []bool{false, false}},
 		{"narrow without a key on 14: ctid ranges", on(140000), two, keyless, []int{4, 1}, []bool{true, false}},
@@ -102,7 +107,7 @@ func TestRangeCounts(t *testing.T) {
 		}
 	}
 	part := &Table{Rel: Rel{Schema: "public", Name: "part"}, estRows: 3_000_000, Partitioned: true}
-	if n, _ := (&Copier{BalanceMin: balanceMinSize, Version: 180000}).rangeCounts([]*Table{part, wide}, []tableSize{{0, 8192, nil}, sizes[2]}, nil, 1<<30, 2); !slices.Equal(n, []int{1, 1}) {
+	if n, _ := (&Copier{BalanceMin: balanceMinSize, Version: 180000, targetVersion: 180000}).rangeCounts([]*Table{part, wide}, []tableSize{{0, 8192, nil}, sizes[2]}, nil, 1<<30, 2); !slices.Equal(n, []int{1, 1}) {
 		t.Errorf("a partitioned table: got %v, want [1 1]", n)
 	}
 }

@@ -37,6 +37,9 @@ type Copier struct {
 	// copy cuts so that its workers end together; 0: no balancing (the
 	// split size set, or splitting off).
 	BalanceMin int64
+	// targetVersion is the target's server_version_num, read by
+	// planJobs when it balances (balance.go: not before 16).
+	targetVersion int
 	// Schema: --schema, which builds the indexes after the copy.
 	Schema bool
 	// Text: always copy in text format (Config.CopyFormat "text").

@@ -198,7 +198,12 @@ func (c *Copier) planJobs(ctx context.Context, tables []*Table, snapshot string,
 			}
 		}
 	}
-	whole := c.copyWhole(tables, sizes, split, workers)                   // whole.go
+	whole := c.copyWhole(tables, sizes, split, workers) // whole.go
+	if c.BalanceMin > 0 && c.targetVersion == 0 {
+		if err := c.Control.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int").Scan(&c.targetVersion); err != nil {
+			return nil, fmt.Errorf("reading the target's server_version_num: %w", err)
+		}
+	}
 	cuts, balanced := c.rangeCounts(tables, sizes, whole, split, workers) // split.go
 	var jobs []copyJob
 	for i, t := range tables {

@@ -59,7 +59,8 @@ func (w *copyWorker) cutTable(ctx context.Context, t *Table, ts tableSize, n int
 // whole): those above split into at least workers ranges and at most
 // split each, unless copyWhole keeps them whole; then, with the split
 // size at its default (c.BalanceMin set), as balanceRanges adds so that
-// the workers end together (balanced[i]: it added ranges to table i). A
+// the workers end together (balanced[i]: it added ranges to table i),
+// into a target of PostgreSQL 16 or later (balanceMinTarget). A
 // table that may use COPY FREEZE (freeze.go) is not cut for balance: its
 // ranges could not freeze.
 func (c *Copier) rangeCounts(tables []*Table, sizes []tableSize, whole map[Rel]bool, split int64, workers int) (n []int, balanced []bool) {
@@ -74,7 +75,7 @@ func (c *Copier) rangeCounts(tables []*Table, sizes []tableSize, whole map[Rel]b
 		}
 		n[i] = in[i].n
 	}
-	if c.BalanceMin <= 0 {
+	if c.BalanceMin <= 0 || c.targetVersion < balanceMinTarget {
 		return n, balanced
 	}
 	for i, k := range balanceRanges(in, workers, c.BalanceMin) {
