@@ -39,12 +39,13 @@ import (
 // 17's copy workload, 3 rounds each, walapply with balance against
 // without: a PostgreSQL 18 target took 0.97 of the time quiet and 0.94
 // with a CPU-bound neighbour per core, at 0.3 s more source and 0.7 s
-// more target CPU; a PostgreSQL 15 target 1.02 and 0.96. Before 16 a
-// table grew one page at a time under its extension lock, for which
-// concurrent COPYs into one table queue (16 extends by many pages at
-// once), so balancing starts with 16 targets (balanceMinTarget). Where
-// the target has cores to spare, the narrow table's tail is the copy's
-// idle half.
+// more target CPU; a PostgreSQL 15 target 1.02 and 0.96. PostgreSQL 16
+// made a relation grown by concurrent writers cheaper (it extends by many
+// pages at once, where 15 adds one at a time under the extension lock):
+// the likely difference, not traced here. So balancing starts with 16
+// targets (balanceMinTarget). Where the target has cores to spare (not
+// measurable on that 2-core host), the idle half of the copy is what
+// balancing should win back.
 const (
 	// balanceMinTarget is the oldest target (server_version_num) the
 	// copy is balanced into.
