@@ -113,13 +113,13 @@ func balanceRanges(jobs []balanceJob, workers int, minWork int64) []int {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(jobs[b].work, jobs[a].work) })
 	for _, i := range order {
+		j := jobs[i]
+		if !j.cut || j.work/int64(n[i]+1) < minWork {
+			continue // before scheduling: a copy of many small tables plans fast
+		}
 		end := schedule(jobs, n, workers)
 		if within(end) {
 			break
-		}
-		j := jobs[i]
-		if !j.cut {
-			continue
 		}
 		best, bestEnd := n[i], end
 		for k := n[i] + 1; k <= min(balanceMaxPerWorker*workers, copyMaxRanges) && j.work/int64(k) >= minWork; k++ {
