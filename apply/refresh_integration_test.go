@@ -270,11 +270,16 @@ func TestRefreshCatchUpKilled(t *testing.T) {
 }
 
 // waitStreaming waits until an applier streams from slot: past its start,
-// whose refresh copies the tables published by then.
+// whose refresh copies the tables published by then. The slot's walsender
+// must have taken START_REPLICATION (state catchup or streaming, not
+// startup): with --copy the slot is active from its creation on, through
+// the whole initial copy, and a table published then is copied by the
+// start's refresh, before the stream, not in the background.
 func (h *harness) waitStreaming(slot string) {
 	h.t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for h.scalar(true, `SELECT coalesce((SELECT active::text FROM pg_replication_slots WHERE slot_name = $1), 'false')`, slot) != "true" {
+	for h.scalar(true, `SELECT coalesce((SELECT (r.state IN ('catchup', 'streaming'))::text
+		FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1), 'false')`, slot) != "true" {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("slot %s not in use after a minute", slot)
 		}
