@@ -79,7 +79,8 @@ type balanceJob struct {
 	work int64 // the table's work (relation size plus rows × copyRowWeight)
 	n    int   // ranges it is cut into already (1: whole)
 	// cut: it may be cut into (more) ranges (not partitioned, a key or
-	// TID range scans, not kept whole for COPY FREEZE, big enough).
+	// TID range scans, not kept whole or free to use COPY FREEZE); how
+	// small a range may be is balanceRanges' minWork.
 	cut bool
 }
 
